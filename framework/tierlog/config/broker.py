@@ -1,0 +1,660 @@
+"""Broker configuration: every key a tierlog broker reads, with Kafka's names and defaults.
+
+Names, types, defaults and dynamic flags follow Kafka (``KafkaConfig``, ``RemoteLogManagerConfig``)
+so that a Kafka operator's ``server.properties`` means the same thing here. Where tierlog differs
+it is on purpose and said in the key's doc: plugins are chosen by name, not by Java class
+(``remote.log.storage.manager.name``, with Kafka's ``...class.name`` kept as a synonym), and the
+JVM class-path keys do not exist.
+
+Broker-level defaults of topic configs (``log.retention.ms``, ``log.segment.bytes``...) are
+static here; change a single topic dynamically through its topic configuration instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+from ..errors import InvalidConfigError
+from .definition import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigKey,
+    ConfigRule,
+    ConfigType,
+    Importance,
+)
+from .validators import any_of, at_least, between, list_of, non_empty, one_of
+
+BOOLEAN, INT, LONG, DOUBLE, STRING, LIST = (
+    ConfigType.BOOLEAN,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.STRING,
+    ConfigType.LIST,
+)
+HIGH, MEDIUM, LOW = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+
+#: Smallest segment that can hold one record (Kafka's ``LegacyRecord.RECORD_OVERHEAD_V0``).
+MIN_SEGMENT_BYTES: Final = 14
+#: Every key under this prefix belongs to the plugin named by its second component.
+PLUGIN_PREFIX: Final = "plugin."
+CLEANUP_POLICIES: Final = ("compact", "delete")
+TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
+COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+_MS_PER_MINUTE: Final = 60_000
+_MS_PER_HOUR: Final = 3_600_000
+
+_GENERAL_KEYS: Final = (
+    ConfigKey(
+        "broker.id",
+        INT,
+        0,
+        validator=at_least(0),
+        importance=HIGH,
+        doc="Identifier of this broker, unique in the cluster.",
+    ),
+    ConfigKey(
+        "cluster.id",
+        STRING,
+        None,
+        importance=HIGH,
+        doc="Identifier of the cluster this broker belongs to; null lets the runtime choose.",
+    ),
+    ConfigKey(
+        "log.dirs",
+        LIST,
+        ("/tmp/tierlog-logs",),
+        validator=non_empty(),
+        importance=HIGH,
+        synonyms=("log.dir",),
+        doc="Directories holding the local partition logs; partitions are spread across them.",
+    ),
+    ConfigKey(
+        "request.timeout.ms",
+        INT,
+        30000,
+        validator=at_least(1),
+        doc="Longest time a request may wait inside the broker before it is answered.",
+    ),
+    ConfigKey(
+        "num.partitions",
+        INT,
+        1,
+        validator=at_least(1),
+        doc="Partition count of topics created without an explicit count.",
+    ),
+    ConfigKey(
+        "default.replication.factor",
+        INT,
+        1,
+        validator=at_least(1),
+        doc="Replication factor of topics created without an explicit one.",
+    ),
+    ConfigKey(
+        "min.insync.replicas",
+        INT,
+        1,
+        validator=at_least(1),
+        importance=HIGH,
+        doc="Replicas that must acknowledge an acks=all write for it to succeed.",
+    ),
+    ConfigKey(
+        "num.replica.fetchers",
+        INT,
+        1,
+        validator=at_least(1),
+        doc="Fetcher threads per source broker that replicate partitions to this one.",
+    ),
+    ConfigKey(
+        "replica.lag.time.max.ms",
+        LONG,
+        30000,
+        validator=at_least(1),
+        doc="A follower that has not caught up for this long is removed from the ISR.",
+    ),
+    ConfigKey(
+        "replica.fetch.wait.max.ms",
+        INT,
+        500,
+        validator=at_least(0),
+        doc="Longest time a follower fetch waits for data; at most replica.lag.time.max.ms.",
+    ),
+    ConfigKey(
+        "replica.fetch.max.bytes",
+        INT,
+        1048576,
+        validator=at_least(0),
+        doc="Bytes a follower fetch asks for per partition (one larger batch is still returned).",
+    ),
+    ConfigKey(
+        "replica.fetch.response.max.bytes",
+        INT,
+        10485760,
+        validator=at_least(0),
+        doc="Bytes a whole follower fetch response may hold.",
+    ),
+    ConfigKey(
+        "replica.fetch.backoff.ms",
+        INT,
+        1000,
+        validator=at_least(0),
+        doc="Pause of a fetcher after a partition fetch error.",
+    ),
+    ConfigKey(
+        "unclean.leader.election.enable",
+        BOOLEAN,
+        False,
+        doc="Let an out-of-sync replica become leader when no in-sync one is left (loses data).",
+    ),
+    ConfigKey(
+        "auto.create.topics.enable",
+        BOOLEAN,
+        True,
+        doc="Create a topic on first use by a producer or consumer.",
+    ),
+    ConfigKey(
+        "message.max.bytes",
+        INT,
+        1048588,
+        validator=at_least(0),
+        importance=HIGH,
+        doc="Largest record batch the broker accepts.",
+    ),
+    ConfigKey(
+        "log.segment.bytes",
+        INT,
+        1073741824,
+        validator=at_least(MIN_SEGMENT_BYTES),
+        importance=HIGH,
+        doc="Size at which the active segment is rolled; only rolled segments are tiered.",
+    ),
+    ConfigKey(
+        "log.roll.ms",
+        LONG,
+        None,
+        validator=at_least(1),
+        doc="Age at which the active segment is rolled; null means use log.roll.hours.",
+    ),
+    ConfigKey(
+        "log.roll.hours",
+        INT,
+        168,
+        validator=at_least(1),
+        doc="Age in hours at which the active segment is rolled, unless log.roll.ms is set.",
+    ),
+    ConfigKey(
+        "log.retention.ms",
+        LONG,
+        None,
+        validator=at_least(-1),
+        importance=HIGH,
+        doc="How long data is kept (local plus remote); -1 keeps it forever. "
+        "Wins over log.retention.minutes and log.retention.hours.",
+    ),
+    ConfigKey(
+        "log.retention.minutes",
+        INT,
+        None,
+        validator=at_least(-1),
+        doc="Retention in minutes, used when log.retention.ms is null.",
+    ),
+    ConfigKey(
+        "log.retention.hours",
+        INT,
+        168,
+        validator=at_least(-1),
+        importance=HIGH,
+        doc="Retention in hours, used when log.retention.ms and log.retention.minutes are null.",
+    ),
+    ConfigKey(
+        "log.retention.bytes",
+        LONG,
+        -1,
+        validator=at_least(-1),
+        importance=HIGH,
+        doc="Size a partition (local plus remote) may reach before old segments go; -1 = no limit.",
+    ),
+    ConfigKey(
+        "log.index.interval.bytes",
+        INT,
+        4096,
+        validator=at_least(0),
+        doc="Bytes of records between two offset-index entries.",
+    ),
+    ConfigKey(
+        "log.index.size.max.bytes",
+        INT,
+        10485760,
+        validator=at_least(4),
+        doc="Largest offset or time index; a full index rolls the segment.",
+    ),
+    ConfigKey(
+        "log.flush.interval.messages",
+        LONG,
+        LONG_MAX,
+        validator=at_least(1),
+        doc="Records appended before the log is forced to disk; replication is the usual guard.",
+    ),
+    ConfigKey(
+        "log.flush.interval.ms",
+        LONG,
+        None,
+        validator=at_least(0),
+        doc="Longest time a record stays unflushed; null leaves flushing to the OS.",
+    ),
+    ConfigKey(
+        "log.retention.check.interval.ms",
+        LONG,
+        300000,
+        validator=at_least(1),
+        doc="How often local logs are checked for segments to delete.",
+    ),
+    ConfigKey(
+        "log.segment.delete.delay.ms",
+        LONG,
+        60000,
+        validator=at_least(0),
+        doc="Delay between marking a local segment deleted and removing its files.",
+    ),
+    ConfigKey(
+        "log.cleanup.policy",
+        LIST,
+        ("delete",),
+        validator=list_of(one_of(*CLEANUP_POLICIES)),
+        doc="Default cleanup policy of topics: delete old segments, or compact by key.",
+    ),
+    ConfigKey(
+        "log.message.timestamp.type",
+        STRING,
+        "CreateTime",
+        validator=one_of(*TIMESTAMP_TYPES),
+        doc="Whether record timestamps are the producer's or the broker's append time.",
+    ),
+    ConfigKey(
+        "compression.type",
+        STRING,
+        "producer",
+        validator=one_of(*COMPRESSION_TYPES),
+        importance=HIGH,
+        doc="Codec of stored batches; 'producer' keeps whatever the producer used.",
+    ),
+    ConfigKey(
+        "log.local.retention.ms",
+        LONG,
+        -2,
+        validator=at_least(-2),
+        doc="How long tiered data is also kept locally; -2 means log.retention.ms.",
+    ),
+    ConfigKey(
+        "log.local.retention.bytes",
+        LONG,
+        -2,
+        validator=at_least(-2),
+        doc="Local size of a tiered partition before local segments go; -2 means "
+        "log.retention.bytes.",
+    ),
+    ConfigKey(
+        "plugins.disabled",
+        LIST,
+        (),
+        doc="Names of installed plugins that must not be loaded.",
+    ),
+)
+
+_REMOTE_KEYS: Final = (
+    ConfigKey(
+        "remote.log.storage.system.enable",
+        BOOLEAN,
+        False,
+        importance=HIGH,
+        doc="Master switch for tiered storage on this broker; starts the remote log manager.",
+    ),
+    ConfigKey(
+        "remote.log.storage.manager.name",
+        STRING,
+        None,
+        synonyms=("remote.log.storage.manager.class.name",),
+        importance=HIGH,
+        doc="Plugin name of the remote storage manager; null picks the only installed one.",
+    ),
+    ConfigKey(
+        "remote.log.storage.manager.impl.prefix",
+        STRING,
+        "rsm.config.",
+        validator=non_empty(),
+        doc="Prefix of the keys handed, without it, to the remote storage manager.",
+    ),
+    ConfigKey(
+        "remote.log.metadata.manager.name",
+        STRING,
+        None,
+        synonyms=("remote.log.metadata.manager.class.name",),
+        importance=HIGH,
+        doc="Plugin name of the remote log metadata manager; null picks the only installed one.",
+    ),
+    ConfigKey(
+        "remote.log.metadata.manager.impl.prefix",
+        STRING,
+        "rlmm.config.",
+        validator=non_empty(),
+        doc="Prefix of the keys handed, without it, to the remote log metadata manager.",
+    ),
+    ConfigKey(
+        "remote.log.metadata.manager.listener.name",
+        STRING,
+        None,
+        doc="Listener the metadata manager's clients use to reach the local broker.",
+    ),
+    ConfigKey(
+        "remote.log.metadata.custom.metadata.max.bytes",
+        INT,
+        128,
+        validator=at_least(0),
+        doc="Largest custom metadata a storage plugin may attach to a remote segment.",
+    ),
+    ConfigKey(
+        "remote.log.index.file.cache.total.size.bytes",
+        LONG,
+        1073741824,
+        validator=at_least(1),
+        dynamic=True,
+        doc="Disk space of the cache of remote segment indexes; resized on update.",
+    ),
+    ConfigKey(
+        "remote.log.manager.thread.pool.size",
+        INT,
+        10,
+        validator=at_least(1),
+        doc="Follower task threads, and the size of the copier and expiration pools left at -1. "
+        "Deprecated in Kafka.",
+    ),
+    ConfigKey(
+        "remote.log.manager.copier.thread.pool.size",
+        INT,
+        -1,
+        validator=any_of(one_of(-1), at_least(1)),
+        doc="Threads copying segments to remote storage; -1 means "
+        "remote.log.manager.thread.pool.size.",
+    ),
+    ConfigKey(
+        "remote.log.manager.expiration.thread.pool.size",
+        INT,
+        -1,
+        validator=any_of(one_of(-1), at_least(1)),
+        doc="Threads deleting expired remote segments; -1 means "
+        "remote.log.manager.thread.pool.size.",
+    ),
+    ConfigKey(
+        "remote.log.manager.task.interval.ms",
+        LONG,
+        30000,
+        validator=at_least(1),
+        doc="Period of the copy, expiration and follower tasks of each partition.",
+    ),
+    ConfigKey(
+        "remote.log.manager.task.retry.backoff.ms",
+        LONG,
+        500,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Initial backoff of a failed remote log manager task.",
+    ),
+    ConfigKey(
+        "remote.log.manager.task.retry.backoff.max.ms",
+        LONG,
+        30000,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Largest backoff of a failed remote log manager task.",
+    ),
+    ConfigKey(
+        "remote.log.manager.task.retry.jitter",
+        DOUBLE,
+        0.2,
+        validator=between(0.0, 0.5),
+        importance=LOW,
+        doc="Random fraction added to or removed from each task backoff.",
+    ),
+    ConfigKey(
+        "remote.log.reader.threads",
+        INT,
+        10,
+        validator=at_least(1),
+        doc="Threads reading remote segments for fetches.",
+    ),
+    ConfigKey(
+        "remote.log.reader.max.pending.tasks",
+        INT,
+        100,
+        validator=at_least(1),
+        doc="Remote reads that may queue for a reader thread; beyond it fetches fail, retriably.",
+    ),
+    ConfigKey(
+        "remote.log.manager.copy.max.bytes.per.second",
+        LONG,
+        LONG_MAX,
+        validator=at_least(1),
+        dynamic=True,
+        doc="Upload rate limit of this broker across all partitions.",
+    ),
+    ConfigKey(
+        "remote.log.manager.copy.quota.window.num",
+        INT,
+        11,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Samples kept to measure the upload rate.",
+    ),
+    ConfigKey(
+        "remote.log.manager.copy.quota.window.size.seconds",
+        INT,
+        1,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Length of one upload-rate sample.",
+    ),
+    ConfigKey(
+        "remote.log.manager.fetch.max.bytes.per.second",
+        LONG,
+        LONG_MAX,
+        validator=at_least(1),
+        dynamic=True,
+        doc="Remote read rate limit of this broker across all partitions.",
+    ),
+    ConfigKey(
+        "remote.log.manager.fetch.quota.window.num",
+        INT,
+        11,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Samples kept to measure the remote read rate.",
+    ),
+    ConfigKey(
+        "remote.log.manager.fetch.quota.window.size.seconds",
+        INT,
+        1,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Length of one remote-read-rate sample.",
+    ),
+    ConfigKey(
+        "remote.fetch.max.wait.ms",
+        INT,
+        500,
+        validator=at_least(1),
+        dynamic=True,
+        synonyms=("fetch.remote.max.wait.ms",),
+        doc="Longest time a fetch that needs remote data waits for it (KIP-1018); "
+        "below request.timeout.ms.",
+    ),
+    ConfigKey(
+        "remote.list.offsets.request.timeout.ms",
+        LONG,
+        30000,
+        validator=at_least(1),
+        dynamic=True,
+        doc="Longest time a list-offsets request that needs remote data waits for it (KIP-1075).",
+    ),
+)
+
+
+def _int(values: Mapping[str, object], name: str) -> int:
+    value = values[name]
+    if not isinstance(value, int):
+        raise TypeError(f"{name} is {value!r}, not an integer")
+    return value
+
+
+def _optional_int(values: Mapping[str, object], name: str) -> int | None:
+    return None if values[name] is None else _int(values, name)
+
+
+def effective_log_retention_ms(values: Mapping[str, object]) -> int:
+    """Retention in ms from ``log.retention.ms`` > ``.minutes`` > ``.hours``; -1 = unlimited."""
+    millis = _optional_int(values, "log.retention.ms")
+    if millis is None:
+        minutes = _optional_int(values, "log.retention.minutes")
+        if minutes is not None:
+            millis = minutes * _MS_PER_MINUTE
+        else:
+            millis = _int(values, "log.retention.hours") * _MS_PER_HOUR
+    return -1 if millis < 0 else millis
+
+
+def effective_log_roll_ms(values: Mapping[str, object]) -> int:
+    """Segment age limit in ms: ``log.roll.ms``, else ``log.roll.hours``."""
+    millis = _optional_int(values, "log.roll.ms")
+    return millis if millis is not None else _int(values, "log.roll.hours") * _MS_PER_HOUR
+
+
+def effective_log_flush_interval_ms(values: Mapping[str, object]) -> int:
+    """Flush interval in ms; unset means never forced (Kafka's scheduler default, Long.MAX)."""
+    millis = _optional_int(values, "log.flush.interval.ms")
+    return LONG_MAX if millis is None else millis
+
+
+def effective_copier_thread_pool_size(values: Mapping[str, object]) -> int:
+    """Copier threads, falling back to ``remote.log.manager.thread.pool.size`` for -1."""
+    size = _int(values, "remote.log.manager.copier.thread.pool.size")
+    return size if size != -1 else _int(values, "remote.log.manager.thread.pool.size")
+
+
+def effective_expiration_thread_pool_size(values: Mapping[str, object]) -> int:
+    """Expiration threads, falling back to ``remote.log.manager.thread.pool.size`` for -1."""
+    size = _int(values, "remote.log.manager.expiration.thread.pool.size")
+    return size if size != -1 else _int(values, "remote.log.manager.thread.pool.size")
+
+
+def check_local_retention(local_key: str, local: int, total_key: str, total: int) -> None:
+    """Local retention of tiered data must fit inside total retention (-2 inherits the total).
+
+    Shared by the broker defaults and by topics, which apply the same rule to their own keys.
+    """
+    if local == -2 or total == -1:
+        return
+    if local == -1:
+        raise InvalidConfigError(
+            f"{local_key} = -1 is only allowed when {total_key} is -1 (it is {total}); "
+            f"use -2 to keep local data as long as {total_key}",
+            key=local_key,
+            value=local,
+        )
+    if local > total:
+        raise InvalidConfigError(
+            f"{local_key} = {local} must not be above {total_key} ({total})",
+            key=local_key,
+            value=local,
+        )
+
+
+def _remote_fetch_wait_below_request_timeout(values: Mapping[str, object]) -> None:
+    wait = _int(values, "remote.fetch.max.wait.ms")
+    timeout = _int(values, "request.timeout.ms")
+    if wait >= timeout:
+        raise InvalidConfigError(
+            f"remote.fetch.max.wait.ms = {wait} must be below request.timeout.ms ({timeout})",
+            key="remote.fetch.max.wait.ms",
+            value=wait,
+        )
+
+
+def _replica_fetch_wait_within_lag(values: Mapping[str, object]) -> None:
+    wait = _int(values, "replica.fetch.wait.max.ms")
+    lag = _int(values, "replica.lag.time.max.ms")
+    if wait > lag:
+        raise InvalidConfigError(
+            f"replica.fetch.wait.max.ms = {wait} must not be above replica.lag.time.max.ms "
+            f"({lag}), or followers would keep dropping out of the ISR",
+            key="replica.fetch.wait.max.ms",
+            value=wait,
+        )
+
+
+def _local_retention_within_total(values: Mapping[str, object]) -> None:
+    check_local_retention(
+        "log.local.retention.ms",
+        _int(values, "log.local.retention.ms"),
+        "log.retention.ms",
+        effective_log_retention_ms(values),
+    )
+    check_local_retention(
+        "log.local.retention.bytes",
+        _int(values, "log.local.retention.bytes"),
+        "log.retention.bytes",
+        _int(values, "log.retention.bytes"),
+    )
+
+
+def _distinct_plugin_prefixes(values: Mapping[str, object]) -> None:
+    storage = values["remote.log.storage.manager.impl.prefix"]
+    metadata = values["remote.log.metadata.manager.impl.prefix"]
+    if storage == metadata:
+        raise InvalidConfigError(
+            f"remote.log.metadata.manager.impl.prefix = {metadata!r} must differ from "
+            "remote.log.storage.manager.impl.prefix, or both plugins would get the same keys",
+            key="remote.log.metadata.manager.impl.prefix",
+            value=metadata,
+        )
+
+
+BROKER_RULES: Final = (
+    ConfigRule(
+        "remote.fetch.max.wait.ms is below request.timeout.ms",
+        ("remote.fetch.max.wait.ms", "request.timeout.ms"),
+        _remote_fetch_wait_below_request_timeout,
+    ),
+    ConfigRule(
+        "replica.fetch.wait.max.ms is at most replica.lag.time.max.ms",
+        ("replica.fetch.wait.max.ms", "replica.lag.time.max.ms"),
+        _replica_fetch_wait_within_lag,
+    ),
+    ConfigRule(
+        "log.local.retention.* is -2, or at most log.retention.* (-1 only if that is -1)",
+        (
+            "log.local.retention.ms",
+            "log.retention.ms",
+            "log.local.retention.bytes",
+            "log.retention.bytes",
+        ),
+        _local_retention_within_total,
+    ),
+    ConfigRule(
+        "the storage and metadata manager prefixes differ",
+        ("remote.log.storage.manager.impl.prefix", "remote.log.metadata.manager.impl.prefix"),
+        _distinct_plugin_prefixes,
+    ),
+)
+
+#: Every broker key; ``rsm.config.``, ``rlmm.config.`` and ``plugin.<name>.`` keys go to plugins.
+BROKER_CONFIG: Final = ConfigDef(
+    keys=_GENERAL_KEYS + _REMOTE_KEYS,
+    rules=BROKER_RULES,
+    raw_prefixes=(PLUGIN_PREFIX,),
+    prefix_keys=(
+        "remote.log.storage.manager.impl.prefix",
+        "remote.log.metadata.manager.impl.prefix",
+    ),
+)

@@ -1,0 +1,290 @@
+"""One error hierarchy for tierlog.
+
+Every error says whether a client may retry it (``retriable``) and carries the Kafka protocol error
+code where Kafka has one (``code``), so a wire front end can answer with exactly what a Kafka client
+expects. Errors that stand for a builtin condition also subclass the builtin (``ValueError``,
+``LookupError``, ``FileNotFoundError``...) so ordinary ``except`` clauses keep working.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class TierlogError(Exception):
+    """Base of every error tierlog raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+    #: Kafka protocol error code, or None where Kafka has no such error.
+    code: ClassVar[int | None] = None
+    #: Kafka's name for the error (``Errors.java``), for logs and the wire front end.
+    kafka_name: ClassVar[str | None] = None
+
+
+class RetriableError(TierlogError):
+    """A condition that goes away by itself: the client retries with backoff."""
+
+    retriable = True
+
+
+# --- errors a broker answers per partition -----------------------------------------------------
+
+
+class UnknownServerError(TierlogError):
+    code, kafka_name = -1, "UNKNOWN_SERVER_ERROR"
+
+
+class OffsetOutOfRangeError(TierlogError):
+    code, kafka_name = 1, "OFFSET_OUT_OF_RANGE"
+
+
+class CorruptRecordError(RetriableError):
+    """Bytes that are not a valid record batch; says where and why."""
+
+    code, kafka_name = 2, "CORRUPT_MESSAGE"
+
+    def __init__(self, reason: str, *, position: int | None = None) -> None:
+        self.reason = reason
+        self.position = position
+        where = f" at byte {position}" if position is not None else ""
+        super().__init__(f"corrupt record batch{where}: {reason}")
+
+
+class UnknownTopicOrPartitionError(RetriableError):
+    code, kafka_name = 3, "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class LeaderNotAvailableError(RetriableError):
+    code, kafka_name = 5, "LEADER_NOT_AVAILABLE"
+
+
+class NotLeaderOrFollowerError(RetriableError):
+    code, kafka_name = 6, "NOT_LEADER_OR_FOLLOWER"
+
+
+class RequestTimedOutError(RetriableError):
+    code, kafka_name = 7, "REQUEST_TIMED_OUT"
+
+
+class ReplicaNotAvailableError(RetriableError):
+    code, kafka_name = 9, "REPLICA_NOT_AVAILABLE"
+
+
+class RemoteStorageNotReadyError(RetriableError):
+    """Remote-log metadata for the partition is still being rebuilt (KIP-1007).
+
+    Kafka never assigned this error a protocol code; a Kafka wire front end answers
+    ``wire_fallback_code`` (REPLICA_NOT_AVAILABLE), which every Kafka client already retries.
+    """
+
+    kafka_name = "REMOTE_STORAGE_NOT_READY"
+    wire_fallback_code: ClassVar[int] = 9
+
+
+class RecordTooLargeError(TierlogError):
+    code, kafka_name = 10, "MESSAGE_TOO_LARGE"
+
+
+class InvalidTopicError(TierlogError, ValueError):
+    code, kafka_name = 17, "INVALID_TOPIC_EXCEPTION"
+
+
+class RecordListTooLargeError(TierlogError):
+    code, kafka_name = 18, "RECORD_LIST_TOO_LARGE"
+
+
+class NotEnoughReplicasError(RetriableError):
+    code, kafka_name = 19, "NOT_ENOUGH_REPLICAS"
+
+
+class NotEnoughReplicasAfterAppendError(RetriableError):
+    code, kafka_name = 20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+
+
+class InvalidRequiredAcksError(TierlogError, ValueError):
+    code, kafka_name = 21, "INVALID_REQUIRED_ACKS"
+
+
+class InvalidTimestampError(TierlogError, ValueError):
+    code, kafka_name = 32, "INVALID_TIMESTAMP"
+
+
+class TopicExistsError(TierlogError):
+    code, kafka_name = 36, "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(TierlogError, ValueError):
+    code, kafka_name = 37, "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(TierlogError, ValueError):
+    code, kafka_name = 38, "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidConfigError(TierlogError, ValueError):
+    """A configuration key, value or combination that is not allowed; names the key."""
+
+    code, kafka_name = 40, "INVALID_CONFIG"
+
+    def __init__(self, message: str, *, key: str | None = None, value: object = None) -> None:
+        self.key = key
+        self.value = value
+        super().__init__(message)
+
+
+class InvalidRequestError(TierlogError, ValueError):
+    code, kafka_name = 42, "INVALID_REQUEST"
+
+
+class PolicyViolationError(TierlogError):
+    code, kafka_name = 44, "POLICY_VIOLATION"
+
+
+class OutOfOrderSequenceError(TierlogError):
+    code, kafka_name = 45, "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceError(TierlogError):
+    code, kafka_name = 46, "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(TierlogError):
+    code, kafka_name = 47, "INVALID_PRODUCER_EPOCH"
+
+
+class InvalidTxnStateError(TierlogError):
+    code, kafka_name = 48, "INVALID_TXN_STATE"
+
+
+class KafkaStorageError(RetriableError):
+    """The local log directory failed (I/O error); the partition is offline on this broker."""
+
+    code, kafka_name = 56, "KAFKA_STORAGE_ERROR"
+
+
+class FencedLeaderEpochError(RetriableError):
+    """The request carried a leader epoch older than the replica's."""
+
+    code, kafka_name = 74, "FENCED_LEADER_EPOCH"
+
+
+class UnknownLeaderEpochError(RetriableError):
+    """The request carried a leader epoch newer than the replica knows."""
+
+    code, kafka_name = 75, "UNKNOWN_LEADER_EPOCH"
+
+
+class OffsetNotAvailableError(RetriableError):
+    code, kafka_name = 78, "OFFSET_NOT_AVAILABLE"
+
+
+class ProducerFencedError(TierlogError):
+    code, kafka_name = 90, "PRODUCER_FENCED"
+
+
+class OffsetMovedToTieredStorageError(TierlogError):
+    """The offset is below the leader's local log start; only followers ever get this."""
+
+    code, kafka_name = 109, "OFFSET_MOVED_TO_TIERED_STORAGE"
+
+
+# --- remote storage: raised by storage and metadata plugins ----------------------------------
+
+
+class RemoteStorageError(TierlogError):
+    """A remote storage or remote metadata operation failed; the cause is chained."""
+
+
+class RetriableRemoteStorageError(RemoteStorageError, RetriableError):
+    """A remote failure worth retrying (throttling, a dropped connection, a timeout).
+
+    A copy that fails this way leaves its partial upload in place for the next attempt and is
+    not counted as a copy error.
+    """
+
+
+class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):
+    """The remote object, index or segment metadata does not exist."""
+
+
+class CustomMetadataSizeLimitExceededError(RemoteStorageError):
+    """A storage plugin returned custom metadata larger than allowed."""
+
+
+class RemoteStorageQueueFullError(RetriableError):
+    """The remote reader pool's queue is full: the fetch is retried, never queued without bound."""
+
+
+# --- model ------------------------------------------------------------------------------------
+
+
+class InvalidStateTransitionError(TierlogError, ValueError):
+    """A metadata state change that the state machine does not allow."""
+
+
+# --- plugins and lifecycle -------------------------------------------------------------------
+
+
+class PluginError(TierlogError):
+    """Base of errors about finding, choosing or running plugins."""
+
+
+class PluginLoadError(PluginError, ImportError):
+    """An entry point failed to import; names the entry point and its distribution."""
+
+    def __init__(self, entry_point: str, distribution: str, cause: BaseException) -> None:
+        self.entry_point = entry_point
+        self.distribution = distribution
+        super().__init__(
+            f"cannot load tierlog plugin {entry_point!r} from distribution {distribution!r}: "
+            f"{type(cause).__name__}: {cause}"
+        )
+
+
+class BackendNotFoundError(PluginError, LookupError):
+    """The configuration names a provider that is not installed; lists the installed ones."""
+
+
+class DuplicateProviderError(PluginError):
+    """Two plugins claim the same role or name; names both."""
+
+
+class LifecycleError(PluginError, RuntimeError):
+    """A lifecycle step called out of order, twice, or after close."""
+
+
+class PluginCallError(PluginError):
+    """A plugin raised in a lifecycle phase; names the plugin and the phase, chains the cause."""
+
+    def __init__(self, plugin: str, phase: str, cause: BaseException) -> None:
+        self.plugin = plugin
+        self.phase = phase
+        super().__init__(f"plugin {plugin!r} failed in {phase}: {type(cause).__name__}: {cause}")
+
+
+class MetricKindError(TierlogError, TypeError):
+    """A metric name is already registered as another kind (e.g. a meter asked for as a gauge)."""
+
+    def __init__(self, name: object, existing: str, requested: str) -> None:
+        self.name = name
+        self.existing = existing
+        self.requested = requested
+        super().__init__(f"metric {name} is already registered as a {existing}, not a {requested}")
+
+
+def error_for_code(code: int) -> type[TierlogError]:
+    """The error class for a Kafka protocol error code (UnknownServerError if none matches)."""
+    return _BY_CODE.get(code, UnknownServerError)
+
+
+def _all_subclasses(cls: type[TierlogError]) -> list[type[TierlogError]]:
+    found = []
+    for sub in cls.__subclasses__():
+        found.append(sub)
+        found.extend(_all_subclasses(sub))
+    return found
+
+
+_BY_CODE: dict[int, type[TierlogError]] = {
+    c.code: c for c in _all_subclasses(TierlogError) if c.code is not None
+}

@@ -1,0 +1,64 @@
+"""Kafka record batches (format v2, magic 2), byte-compatible with Kafka's own.
+
+The broker's append path treats batches as opaque bytes and uses only the header functions:
+``BatchHeader.parse`` / ``validate`` and the in-place rewrites of the base offset, partition
+leader epoch and max timestamp. Consumers use ``iter_batches`` and ``RecordBatch.records()``;
+producers, tests and benchmarks use ``RecordBatchBuilder`` and ``build_control_batch``. Malformed
+input of any kind raises ``tierlog.errors.CorruptRecordError`` with the byte position and reason.
+"""
+
+from __future__ import annotations
+
+from .batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    BatchHeader,
+    Header,
+    Record,
+    RecordBatch,
+    TimestampType,
+    crc32c,
+    iter_batches,
+    set_base_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+)
+from .builder import RecordBatchBuilder
+from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
+from .control import ControlType, EndTxnMarker, build_control_batch, control_type_id
+
+__all__ = [
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "MAGIC",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "BatchHeader",
+    "Compression",
+    "ControlType",
+    "EndTxnMarker",
+    "Header",
+    "Record",
+    "RecordBatch",
+    "RecordBatchBuilder",
+    "TimestampType",
+    "build_control_batch",
+    "compress",
+    "control_type_id",
+    "crc32c",
+    "decompress",
+    "iter_batches",
+    "set_base_offset",
+    "set_max_timestamp",
+    "set_partition_leader_epoch",
+]

@@ -1,0 +1,1 @@
+"""tierlog-spark: the Spark data plane over tiered tierlog data."""
