@@ -32,7 +32,9 @@ ENV_PLUGINS = "TIERLOG_PLUGINS"
 ENV_TRACE = "TIERLOG_TRACE_PLUGINS"
 
 #: Built-in plugins, registered like any other plugin (name -> "module:attribute").
-BUILTIN_PLUGINS: dict[str, str] = {}
+BUILTIN_PLUGINS: dict[str, str] = {
+    "memory": "tierlog.metadata.memory:InMemoryRemoteLogMetadataManager",
+}
 
 ROLE_STORAGE = "RemoteStorageManager"
 ROLE_METADATA = "RemoteLogMetadataManager"

@@ -11,6 +11,8 @@ import sys
 import click
 
 from ..errors import TierlogError
+from .config_cmd import config_command
+from .demo_cmd import demo_command
 from .plugins_cmd import plugins_command
 
 
@@ -59,11 +61,5 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-main.add_command(plugins_command)
-
-try:
-    from .config_cmd import config_command
-except ImportError:  # pragma: no cover - present in every release
-    pass
-else:
-    main.add_command(config_command)
+for _command in (config_command, demo_command, plugins_command):
+    main.add_command(_command)

@@ -330,10 +330,13 @@ _REMOTE_KEYS: Final = (
     ConfigKey(
         "remote.log.metadata.manager.name",
         STRING,
-        None,
+        "memory",
         synonyms=("remote.log.metadata.manager.class.name",),
         importance=HIGH,
-        doc="Plugin name of the remote log metadata manager; null picks the only installed one.",
+        doc=(
+            "Plugin name of the remote log metadata manager. The default is the built-in "
+            "in-memory manager (Kafka's default is its built-in topic-based manager)."
+        ),
     ),
     ConfigKey(
         "remote.log.metadata.manager.impl.prefix",
