@@ -14,10 +14,11 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
+from .config import BrokerConfig
 from .errors import (
     BackendNotFoundError,
     DuplicateProviderError,
@@ -40,14 +41,6 @@ from .spi import RemoteLogMetadataManager, RemoteStorageManager
 log = logging.getLogger(__name__)
 
 
-class HostConfig(Protocol):
-    """What the host reads from the broker configuration."""
-
-    def get(self, key: str, default: Any = None) -> Any: ...
-
-    def plugin_slice(self, prefix: str) -> dict[str, Any]: ...
-
-
 class LifecycleState(enum.Enum):
     CREATED = "created"
     CONFIGURED = "configured"
@@ -60,14 +53,13 @@ _ROLE_KEYS = {
     ROLE_STORAGE: ("remote.log.storage.manager.name", "remote.log.storage.manager.impl.prefix"),
     ROLE_METADATA: ("remote.log.metadata.manager.name", "remote.log.metadata.manager.impl.prefix"),
 }
-_DEFAULT_PREFIXES = {ROLE_STORAGE: "rsm.config.", ROLE_METADATA: "rlmm.config."}
 
 
 @attrs.define(eq=False)
 class PluginHost:
     """Owns a runtime's plugin manager and drives its plugins through their lifecycle."""
 
-    config: HostConfig
+    config: BrokerConfig
     plugin_manager: TierlogPluginManager
     metrics: MetricsRegistry
     #: role -> chosen provider name (empty when remote storage is off).
@@ -83,7 +75,7 @@ class PluginHost:
     @classmethod
     def create(
         cls,
-        config: HostConfig,
+        config: BrokerConfig,
         *,
         metrics: MetricsRegistry | None = None,
         plugin_manager: TierlogPluginManager | None = None,
@@ -92,12 +84,12 @@ class PluginHost:
         """Build the plugin manager (unless given) and choose the providers named in ``config``."""
         if plugin_manager is None:
             plugin_manager = make_plugin_manager(
-                blocked=_as_list(config.get("plugins.disabled")), extra_plugins=extra_plugins
+                blocked=config.get_list("plugins.disabled"), extra_plugins=extra_plugins
             )
         host = cls(
             config=config, plugin_manager=plugin_manager, metrics=metrics or MetricsRegistry()
         )
-        if config.get("remote.log.storage.system.enable"):
+        if config.get_bool("remote.log.storage.system.enable"):
             for role in (ROLE_STORAGE, ROLE_METADATA):
                 host.chosen[role] = host._choose(role)
         dormant = {
@@ -209,9 +201,9 @@ class PluginHost:
         return PluginContext(
             name=name,
             roles=self.plugin_manager.roles_of(plugin),
-            broker_id=int(self.config.get("broker.id", 0) or 0),
-            cluster_id=self.config.get("cluster.id"),
-            log_dirs=tuple(_as_list(self.config.get("log.dirs"))),
+            broker_id=self.config.get_int("broker.id"),
+            cluster_id=self.config.get_str("cluster.id"),
+            log_dirs=tuple(self.config.get_list("log.dirs")),
         )
 
     def _slice_for(self, name: str, plugin: object) -> dict[str, Any]:
@@ -220,7 +212,7 @@ class PluginHost:
         sources = [f"plugin.{name}."]
         for role in self._roles_of(name):
             _, prefix_key = _ROLE_KEYS[role]
-            sources.append(str(self.config.get(prefix_key) or _DEFAULT_PREFIXES[role]))
+            sources.append(self.config.get_str(prefix_key) or "")
         merged: dict[str, Any] = {}
         origin: dict[str, str] = {}
         for prefix in sources:
@@ -286,11 +278,3 @@ class PluginHost:
                     callers[hook] = caller
             self._facades[role] = factory(provider, callers)
         return self._facades[role]
-
-
-def _as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return [str(item) for item in value]
