@@ -156,6 +156,12 @@ class InvalidTxnStateError(TierlogError):
     code, kafka_name = 48, "INVALID_TXN_STATE"
 
 
+class TransactionCoordinatorFencedError(TierlogError):
+    """A transaction marker came from a coordinator older than one already seen."""
+
+    code, kafka_name = 52, "TRANSACTION_COORDINATOR_FENCED"
+
+
 class KafkaStorageError(RetriableError):
     """The local log directory failed (I/O error); the partition is offline on this broker."""
 

@@ -21,7 +21,7 @@ def plugins_command(as_json: bool) -> None:
         return
     table = Table(title="tierlog plugins")
     for column in ("name", "distribution", "version", "roles", "hooks"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(
             row.name,
