@@ -66,6 +66,12 @@ class RequestTimedOutError(RetriableError):
     code, kafka_name = 7, "REQUEST_TIMED_OUT"
 
 
+class BrokerNotAvailableError(RetriableError):
+    """No broker with that id is reachable (never started, stopped, or not serving yet)."""
+
+    code, kafka_name = 8, "BROKER_NOT_AVAILABLE"
+
+
 class ReplicaNotAvailableError(RetriableError):
     code, kafka_name = 9, "REPLICA_NOT_AVAILABLE"
 

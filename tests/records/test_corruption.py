@@ -199,9 +199,9 @@ def test_negative_key_or_value_length(field: int, name: str) -> None:
 def test_key_length_past_the_record() -> None:
     record = bytearray(GOOD_RECORD)
     record[4] = 0x40  # key of 32 bytes, in an 8-byte record
-    assert_corrupt(forge(bytes(record), 1), "truncated record", RECORDS_AT)
-    # Followed by another record, the key swallows it and the lengths disagree instead.
-    assert_corrupt(forge(bytes(record) + GOOD_RECORD * 4, 5), "disagrees", RECORDS_AT)
+    assert_corrupt(forge(bytes(record), 1), "key length 32 overruns its record", RECORDS_AT)
+    # Followed by other records, the key must still not swallow them.
+    assert_corrupt(forge(bytes(record) + GOOD_RECORD * 4, 5), "overruns its record", RECORDS_AT)
 
 
 def _with_headers(headers: bytes) -> bytes:

@@ -21,7 +21,10 @@ def test_tierlog_spark_check_runs_a_job_through_python_workers() -> None:
     env["PYSPARK_PYTHON"] = sys.executable
     result = subprocess.run(
         [sys.executable, "-m", "tierlog", "spark", "check", "--master", "local[2]"],
-        capture_output=True, text=True, timeout=600, env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "on local[2]: OK (Python workers ran)" in result.stdout

@@ -578,6 +578,8 @@ def _decode_records(
                 else:
                     length, pos = decode_varint(data, pos)
             if length >= 0:
+                if pos + length > record_end:
+                    raise _overrun("key", length, record_start)
                 key: bytes | None = data[pos : pos + length]
                 pos += length
             elif length == -1:
@@ -597,6 +599,8 @@ def _decode_records(
                 else:
                     length, pos = decode_varint(data, pos)
             if length >= 0:
+                if pos + length > record_end:
+                    raise _overrun("value", length, record_start)
                 value: bytes | None = data[pos : pos + length]
                 pos += length
             elif length == -1:
@@ -657,10 +661,14 @@ def _decode_headers(
         length, pos = decode_varint(data, pos)
         if length < 0:
             raise CorruptRecordError(f"negative header key length {length}", position=record_start)
+        if pos + length > record_end:
+            raise _overrun("header key", length, record_start)
         key = data[pos : pos + length].decode("utf-8")
         pos += length
         length, pos = decode_varint(data, pos)
         if length >= 0:
+            if pos + length > record_end:
+                raise _overrun("header value", length, record_start)
             value: bytes | None = data[pos : pos + length]
             pos += length
         elif length == -1:
@@ -671,6 +679,10 @@ def _decode_headers(
             )
         headers.append((key, value))
     return tuple(headers), pos
+
+
+def _overrun(what: str, length: int, record_start: int) -> CorruptRecordError:
+    return CorruptRecordError(f"{what} length {length} overruns its record", position=record_start)
 
 
 def _located(

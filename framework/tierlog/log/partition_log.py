@@ -1,0 +1,1388 @@
+"""A partition's local log: ordered segments, offsets, producer state, epochs, recovery, retention.
+
+This is Kafka's ``UnifiedLog`` + ``LocalLog`` + ``LogLoader`` for one partition directory. The
+append path parses and validates only batch headers (length, magic, CRC), rewrites the base
+offset, partition leader epoch and (under LogAppendTime) the max timestamp in place, checks
+idempotent and transactional producers, and writes the bytes with one ``os.pwrite``. The read
+path finds the batch holding the fetch offset through the sparse offset index and returns whole
+batches with one ``os.pread``.
+
+Offsets the log keeps, lowest to highest::
+
+    log_start_offset <= local_log_start_offset <= last_stable_offset <= high_watermark
+        <= log_end_offset
+
+``log_start_offset`` is the first offset of the partition anywhere (local or tiered);
+``local_log_start_offset`` the first one still on local disk. The two differ only when the
+topic is tiered and local retention removed segments that remote storage still holds.
+
+Durability: batches reach the page cache at once and the device at ``flush`` (by
+``flush.messages``, ``flush.ms``, at every roll, and at close). After an unclean stop (no
+``.kafka_cleanshutdown`` marker) the segments from the recovery point on are scanned, the tail
+after the last valid batch is cut, indexes are rebuilt and producer state is replayed.
+
+Thread-safety: one lock per partition log. Appends hold it throughout; reads hold it only to
+find the segment and position, then read the file without it (the segment's file stays open
+until the read is done, even if retention deletes the segment meanwhile).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Self
+
+import attrs
+
+from ..config import TopicConfig
+from ..errors import (
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+)
+from ..model import LogSegmentData, TopicPartition
+from ..records import (
+    NO_TIMESTAMP,
+    BatchHeader,
+    RecordBatch,
+    TimestampType,
+    set_base_offset,
+    set_max_timestamp,
+    set_partition_leader_epoch,
+)
+from . import files
+from .checkpoint import TEMP_SUFFIX, fsync_directory, write_atomically
+from .epoch_cache import EpochEntry, LeaderEpochCache, LeaderEpochCheckpointFile
+from .log_config import LogConfig
+from .producer_state import (
+    AppendOrigin,
+    BatchMetadata,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
+from .results import (
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from .segment import LogSegment
+from .txn_index import AbortedTxn
+
+log = logging.getLogger(__name__)
+
+#: ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``).
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+MAX_TIMESTAMP: Final = -3
+EARLIEST_LOCAL_TIMESTAMP: Final = -4
+LATEST_TIERED_TIMESTAMP: Final = -5
+
+HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
+_INT32_MAX: Final = (1 << 31) - 1
+#: Rolled segments whose indexes stay in memory at once; the others load on use. A 1 GiB
+#: segment's indexes take about 5 MB, so a long log must not keep them all.
+LOADED_INDEX_LIMIT: Final = 8
+_CHECKPOINT_VERSION: Final = 0
+
+Clock = Callable[[], int]
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@attrs.frozen
+class UploadableSegment:
+    """A rolled segment that tiered storage may copy, with every file it needs.
+
+    ``producer_snapshot`` is the snapshot named by the next segment's base offset, None when
+    the log has none (data written before snapshots were taken at every roll).
+    """
+
+    base_offset: int
+    end_offset: int
+    size_in_bytes: int
+    max_timestamp: int
+    log_path: Path
+    offset_index_path: Path
+    time_index_path: Path
+    txn_index_path: Path | None
+    producer_snapshot: Path | None
+    leader_epochs: tuple[EpochEntry, ...]
+
+    @property
+    def leader_epoch_checkpoint(self) -> bytes:
+        """The leader-epoch checkpoint text cut to this segment (its LEADER_EPOCH index)."""
+        return LeaderEpochCheckpointFile.encode(self.leader_epochs)
+
+    def to_log_segment_data(self, producer_snapshot: Path | None = None) -> LogSegmentData:
+        """The files as ``copy_log_segment_data`` takes them.
+
+        ``producer_snapshot`` overrides (or supplies a missing) snapshot; ValueError if there
+        is none at all.
+        """
+        snapshot = producer_snapshot or self.producer_snapshot
+        if snapshot is None:
+            raise ValueError(
+                f"segment {self.base_offset} has no producer snapshot at offset "
+                f"{self.end_offset + 1}; supply one"
+            )
+        return LogSegmentData(
+            log_segment=self.log_path,
+            offset_index=self.offset_index_path,
+            time_index=self.time_index_path,
+            transaction_index=self.txn_index_path,
+            producer_snapshot_index=snapshot,
+            leader_epoch_index=self.leader_epoch_checkpoint,
+        )
+
+
+@attrs.frozen
+class SegmentInfo:
+    """A segment as the log's owner sees it (for tools, metrics and tests)."""
+
+    base_offset: int
+    size_in_bytes: int
+    log_path: Path
+    is_active: bool
+    #: Whether the segment's indexes are in memory now (at most ``LOADED_INDEX_LIMIT`` rolled
+    #: segments' are).
+    indexes_loaded: bool
+
+
+class PartitionLog:
+    """The local log of one partition, in its own directory (``<topic>-<partition>``).
+
+    Open one with ``PartitionLog.open``; close it with ``close`` (a clean shutdown: the next
+    open trusts the files instead of scanning them).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        topic_partition: TopicPartition,
+        config: LogConfig,
+        clock: Clock,
+    ) -> None:
+        """Use ``PartitionLog.open``: this only sets fields, it reads nothing."""
+        self._dir = directory
+        self._topic_partition = topic_partition
+        self._config = config
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._next_offset = 0
+        self._log_start_offset = 0
+        self._local_log_start_offset = 0
+        self._high_watermark = 0
+        self._recovery_point = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._roll_jitter_ms = 0
+        self._highest_offset_in_remote_storage = -1
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._bound_cache: tuple[int, int, int] | None = None
+        #: Rolled segments with loaded indexes, least recently used first.
+        self._index_lru: OrderedDict[int, LogSegment] = OrderedDict()
+        self._closed = False
+        self._epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile.in_directory(directory))
+        #: The cache's latest epoch, kept here for the append path; the log is the only one that
+        #: changes the cache, and refreshes this after every change.
+        self._latest_epoch: int | None = None
+        self._producer_state = ProducerStateManager(
+            directory, producer_id_expiration_ms=config.producer_id_expiration_ms
+        )
+
+    # --- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path | str,
+        config: LogConfig | TopicConfig | Mapping[str, Any] | None = None,
+        *,
+        topic_partition: TopicPartition | None = None,
+        clock: Clock | None = None,
+    ) -> PartitionLog:
+        """Opens (creating if needed) the log in ``directory`` and recovers it if it must.
+
+        ``topic_partition`` defaults to the one the directory's name (``<topic>-<partition>``)
+        says. ``clock`` gives the time in epoch milliseconds (segment age, retention, append
+        time). Raises KafkaStorageError if the directory cannot be read or written.
+        """
+        path = Path(directory)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise KafkaStorageError(f"cannot create log directory {path}: {err}") from err
+        if topic_partition is None:
+            topic_partition = files.parse_log_dir_name(path.name)
+        log_config = LogConfig.of(config)
+        self = cls(path, topic_partition, log_config, clock or _wall_clock_ms)
+        self._roll_jitter_ms = self._new_roll_jitter()
+        self._load()
+        return self
+
+    def _load(self) -> None:
+        directory = self._dir
+        marker = directory / files.CLEAN_SHUTDOWN_MARKER
+        clean = marker.exists()
+        self._remove_leftovers()
+        bases = sorted(
+            files.offset_from_file_name(p.name)
+            for p in directory.iterdir()
+            if files.is_segment_file(p.name, files.LOG_SUFFIX)
+        )
+        self._remove_orphan_indexes(set(bases))
+        checkpointed_start = self._read_checkpoint(files.LOG_START_OFFSET_CHECKPOINT)
+        recovery_point = self._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT) or 0
+        checkpointed_hw = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT)
+        config = self._config
+        for base in bases:
+            self._add_segment(
+                LogSegment.open(
+                    directory,
+                    base,
+                    index_interval_bytes=config.index_interval_bytes,
+                    max_index_size=config.segment_index_bytes,
+                )
+            )
+        if clean:
+            marker.unlink()
+            fsync_directory(directory)
+        if not self._segments:
+            start = checkpointed_start or 0
+            self._add_segment(self._new_segment(start))
+            recovery_point = start
+        first_base = self._segments[0].base_offset
+        if checkpointed_start is None:
+            checkpointed_start = first_base
+        if self._config.remote_storage_enable:
+            self._log_start_offset = checkpointed_start
+        else:
+            self._log_start_offset = max(checkpointed_start, first_base)
+        self._local_log_start_offset = max(first_base, self._log_start_offset)
+
+        recover_from: int | None = None if clean else self._segment_index(recovery_point)
+        for index, segment in enumerate(self._segments):
+            try:
+                segment.sanity_check()
+            except KafkaStorageError as err:
+                log.warning("%s; recovering %s", err, segment.log_path)
+                recover_from = index if recover_from is None else min(recover_from, index)
+                break
+        now = self._clock()
+        producers = self._producer_state
+        self._segments[-1].load_indexes()
+        if recover_from is not None:
+            self._recover_segments(recover_from, now)
+        else:
+            self._next_offset = self._segments[-1].read_next_offset()
+            self._recovery_point = min(recovery_point, self._next_offset)
+            producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
+            self._replay_producers(producers.map_end_offset, self._next_offset)
+        producers.update_map_end_offset(self._next_offset)
+        producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
+        producers.take_snapshot()
+        self._epoch_cache.truncate_from_end(self._next_offset)
+        self._epoch_cache.truncate_from_start(self._log_start_offset)
+        self._latest_epoch = self._epoch_cache.latest_epoch
+        for segment in self._segments[:-1]:
+            segment.unload_indexes()
+        hw = self._log_start_offset if checkpointed_hw is None else checkpointed_hw
+        self._set_high_watermark(hw)
+        self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, self._recovery_point)
+        log.info(
+            "loaded %s: %d segments, log start %d, log end %d (%s shutdown)",
+            self._dir,
+            len(self._segments),
+            self._log_start_offset,
+            self._next_offset,
+            "clean" if clean else "unclean",
+        )
+
+    def _remove_leftovers(self) -> None:
+        """Deletes what a previous run left half done: temp, deleted, cleaned and swap files."""
+        for path in self._dir.iterdir():
+            name = path.name
+            if name.endswith(TEMP_SUFFIX) or name.endswith(files.TRANSIENT_SUFFIXES):
+                log.info("removing leftover file %s", path)
+                path.unlink(missing_ok=True)
+
+    def _remove_orphan_indexes(self, bases: set[int]) -> None:
+        for path in self._dir.iterdir():
+            name = path.name
+            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
+                if files.is_segment_file(name, suffix):
+                    if files.offset_from_file_name(name) not in bases:
+                        log.info("removing index file %s, which has no segment", path)
+                        path.unlink(missing_ok=True)
+                    break
+
+    def _recover_segments(self, start_index: int, now: int) -> None:
+        """Scans segments from ``start_index`` on: cuts the torn tail, rebuilds indexes."""
+        producers = self._producer_state
+        first = self._segments[start_index]
+        producers.truncate_and_reload(self._log_start_offset, first.base_offset, now)
+        self._replay_producers(producers.map_end_offset, first.base_offset)
+        producers.update_map_end_offset(first.base_offset)
+        index = start_index
+        while index < len(self._segments):
+            segment = self._segments[index]
+            if index > start_index:
+                producers.update_map_end_offset(segment.base_offset)
+                producers.take_snapshot()
+            truncated = segment.recover(self._recovery_replay(segment))
+            if truncated and index + 1 < len(self._segments):
+                dropped = self._segments[index + 1 :]
+                log.warning(
+                    "%s was cut after a corrupt batch; deleting the %d later segments",
+                    segment.log_path,
+                    len(dropped),
+                )
+                for later in dropped:
+                    later.delete()
+                del self._segments[index + 1 :]
+                del self._bases[index + 1 :]
+            segment.flush()
+            index += 1
+        active = self._segments[-1]
+        self._next_offset = active.read_next_offset()
+        self._recovery_point = self._next_offset
+
+    def _recovery_replay(self, segment: LogSegment) -> Callable[[BatchHeader], None]:
+        producers = self._producer_state
+        epochs = self._epoch_cache
+
+        def replay(header: BatchHeader) -> None:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0:
+                latest = epochs.latest_epoch
+                if latest is None or epoch > latest:
+                    epochs.assign(epoch, header.base_offset)
+            if header.has_producer_id:
+                assert isinstance(header, RecordBatch)
+                info = producers.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
+                completed = info.append(header)
+                producers.update(info)
+                if completed is not None:
+                    self._complete_txn(completed, segment)
+            producers.update_map_end_offset(header.last_offset + 1)
+
+        return replay
+
+    def _replay_producers(self, start: int, end: int) -> None:
+        """Rebuilds producer state from the batches in ``[start, end)`` (no index changes)."""
+        producers = self._producer_state
+        if start >= end:
+            return
+        infos: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for segment in self._segments[self._segment_index(start) :]:
+            if segment.base_offset >= end:
+                break
+            location = segment.translate_offset(start)
+            if location is None:
+                continue
+            for batch in segment.iter_batches(location.position):
+                if batch.base_offset >= end:
+                    break
+                if batch.has_producer_id:
+                    info = infos.get(batch.producer_id)
+                    if info is None:
+                        info = producers.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
+                        infos[batch.producer_id] = info
+                    done = info.append(batch)
+                    if done is not None:
+                        completed.append(done)
+        for info in infos.values():
+            producers.update(info)
+        for txn in completed:
+            producers.complete_txn(txn)
+        producers.update_map_end_offset(end)
+
+    # --- segments ---------------------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(
+            self._dir,
+            base_offset,
+            index_interval_bytes=self._config.index_interval_bytes,
+            max_index_size=self._config.segment_index_bytes,
+            now_ms=self._clock(),
+        )
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment holding ``offset`` (the last one starting at or before it)."""
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _touch(self, segment: LogSegment) -> LogSegment:
+        """Notes a use of a rolled segment's indexes, unloading the least recently used ones."""
+        if segment is self._segments[-1]:
+            return segment
+        lru = self._index_lru
+        lru.pop(segment.base_offset, None)
+        lru[segment.base_offset] = segment
+        while len(lru) > LOADED_INDEX_LIMIT:
+            _, oldest = lru.popitem(last=False)
+            if oldest is not self._segments[-1]:
+                oldest.unload_indexes()
+        return segment
+
+    def _forget(self, segment: LogSegment) -> None:
+        self._index_lru.pop(segment.base_offset, None)
+
+    def _new_roll_jitter(self) -> int:
+        jitter = self._config.segment_jitter_ms
+        return random.randrange(jitter) if jitter > 0 else 0
+
+    # --- facts ------------------------------------------------------------------------------
+
+    @property
+    def directory(self) -> Path:
+        return self._dir
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return self._topic_partition
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self._local_log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        with self._lock:
+            active = self._active
+            return LogOffsetMetadata(self._next_offset, active.base_offset, active.size)
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        self.update_high_watermark(offset)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Sets the high watermark, bounded to ``[log_start_offset, log_end_offset]``."""
+        with self._lock:
+            return self._set_high_watermark(offset)
+
+    def _set_high_watermark(self, offset: int) -> int:
+        bounded = min(max(offset, self._log_start_offset), self._next_offset)
+        self._high_watermark = bounded
+        self._producer_state.on_high_watermark_updated(bounded)
+        return bounded
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction not yet decided and replicated."""
+        with self._lock:
+            return self._producer_state.first_unstable_offset()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: read_committed consumers read below it. At most the high watermark."""
+        with self._lock:
+            unstable = self._producer_state.first_unstable_offset()
+            hw = self._high_watermark
+            return unstable if unstable is not None and unstable < hw else hw
+
+    @property
+    def recovery_point(self) -> int:
+        """Offsets below this are on the device; recovery scans from here."""
+        return self._recovery_point
+
+    @property
+    def size(self) -> int:
+        """Bytes of all local segments."""
+        with self._lock:
+            return sum(segment.size for segment in self._segments)
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self._epoch_cache
+
+    @property
+    def producer_state_manager(self) -> ProducerStateManager:
+        return self._producer_state
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: the largest epoch at or below ``epoch`` and where it ends."""
+        with self._lock:
+            return self._epoch_cache.end_offset_for(epoch, self._next_offset)
+
+    def segments(self) -> list[SegmentInfo]:
+        with self._lock:
+            last = len(self._segments) - 1
+            return [
+                SegmentInfo(
+                    s.base_offset,
+                    s.size,
+                    s.log_path,
+                    i == last,
+                    s.offset_index.is_loaded and s.time_index.is_loaded,
+                )
+                for i, s in enumerate(self._segments)
+            ]
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    # --- append -----------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        records: bytes | bytearray | memoryview,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> LogAppendInfo:
+        """Appends a producer's batches, assigning their offsets; returns what was appended.
+
+        Each batch is checked (length, magic 2, CRC, ``max.message.bytes``) before anything is
+        written; its base offset and partition leader epoch are then set in place (a
+        ``bytearray`` or writable memoryview is rewritten where it is, other input is copied
+        first) and, under LogAppendTime, its timestamps. Idempotent and transactional producers
+        are checked: a retried batch is answered with its original offsets (``duplicate``) and
+        nothing is written; an out-of-order sequence or a stale epoch raises. Every error leaves
+        the log exactly as it was.
+
+        Raises CorruptRecordError, RecordTooLargeError, InvalidRequestError (a client sending
+        control batches), FencedLeaderEpochError (an epoch older than the log's latest),
+        OutOfOrderSequenceError, InvalidProducerEpochError, InvalidTxnStateError,
+        TransactionCoordinatorFencedError, KafkaStorageError.
+        """
+        if type(records) is bytearray:
+            view = memoryview(records)
+        else:
+            view = memoryview(records)
+            if view.readonly:
+                view = memoryview(bytearray(view))
+            elif view.format != "B" or view.ndim != 1:
+                view = view.cast("B")
+        return self._append(view, origin, leader_epoch)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Appends batches a leader already assigned offsets and epochs to, as they are.
+
+        The batches must start at or after the log end and increase. Epochs found in the
+        batches are recorded in the leader-epoch cache.
+        """
+        view = memoryview(records)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+        return self._append(view, AppendOrigin.REPLICATION, None)
+
+    def _append(
+        self, view: memoryview, origin: AppendOrigin, leader_epoch: int | None
+    ) -> LogAppendInfo:
+        # Every batch is checked before anything is written, and outside the lock.
+        config = self._config
+        max_bytes = config.max_message_bytes
+        headers: list[BatchHeader] = []
+        position = 0
+        end = len(view)
+        while position < end:
+            header = BatchHeader.parse(view, position)
+            size = header.size_in_bytes
+            if size > max_bytes:
+                raise RecordTooLargeError(
+                    f"the batch at byte {position} is {size} bytes, more than max.message.bytes "
+                    f"({max_bytes}) of {self._topic_partition}"
+                )
+            header.validate()
+            if origin is AppendOrigin.CLIENT and header.is_control:
+                raise InvalidRequestError(
+                    f"clients may not write control batches (byte {position} of the request)"
+                )
+            headers.append(header)
+            position += size
+        if not headers:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, 0)
+        with self._lock:
+            if self._closed:
+                self._check_open()
+            now = self._clock()
+            epochs = self._epoch_cache
+            latest_epoch = self._latest_epoch
+            append_time = -1
+            # (last offset, max timestamp, size) of each batch, for the segment's indexes.
+            batches: list[tuple[int, int, int]] = []
+            max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+            records_count = 0
+            has_producers = False
+            if leader_epoch is not None:
+                if latest_epoch is not None and leader_epoch < latest_epoch:
+                    raise FencedLeaderEpochError(
+                        f"leader epoch {leader_epoch} is older than epoch {latest_epoch} "
+                        f"of {self._topic_partition}'s log"
+                    )
+                if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME:
+                    append_time = now
+                offset = first_offset = self._next_offset
+                for header in headers:
+                    position = header.position
+                    set_base_offset(view, offset, position=position)
+                    set_partition_leader_epoch(view, leader_epoch, position=position)
+                    if append_time >= 0:
+                        set_max_timestamp(view, now, position=position, check_crc=False)
+                        batch_max = now
+                    else:
+                        batch_max = header.max_timestamp
+                    last = offset + header.last_offset_delta
+                    batches.append((last, batch_max, header.size_in_bytes))
+                    if batch_max > max_timestamp:
+                        max_timestamp, offset_of_max = batch_max, last
+                    records_count += header.records_count
+                    has_producers = has_producers or header.has_producer_id
+                    offset = last + 1
+            else:
+                first_offset = headers[0].base_offset
+                expected = self._next_offset
+                for header in headers:
+                    if header.base_offset < expected:
+                        raise InvalidRequestError(
+                            f"batch at offset {header.base_offset} does not follow offset "
+                            f"{expected - 1} of {self._topic_partition}"
+                        )
+                    last = expected = header.next_offset - 1
+                    expected += 1
+                    batch_max = header.max_timestamp
+                    batches.append((last, batch_max, header.size_in_bytes))
+                    if batch_max > max_timestamp:
+                        max_timestamp, offset_of_max = batch_max, last
+                    records_count += header.records_count
+                    has_producers = has_producers or header.has_producer_id
+            last_offset = batches[-1][0]
+            if offset_of_max < 0:
+                offset_of_max = last_offset
+
+            infos: dict[int, ProducerAppendInfo] = {}
+            completed: list[CompletedTxn] = []
+            producers = self._producer_state
+            if has_producers:
+                duplicate = self._check_producers(view, headers, origin, infos, completed)
+                if duplicate is not None:
+                    return LogAppendInfo(
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        duplicate.timestamp,
+                        duplicate.last_offset,
+                        append_time,
+                        self._log_start_offset,
+                        0,
+                        0,
+                        0,
+                        True,
+                    )
+
+            size = len(view)
+            segment = self._segments[-1]
+            if (
+                not segment.size
+                or segment.is_full
+                or segment.size > config.segment_bytes - size
+                or last_offset - segment.base_offset > _INT32_MAX
+                or segment.time_waited_for_roll(now, max_timestamp)
+                > config.segment_ms - self._roll_jitter_ms
+            ):
+                segment = self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
+            segment.append(view, batches)
+
+            if leader_epoch is not None:
+                if leader_epoch >= 0 and (latest_epoch is None or leader_epoch > latest_epoch):
+                    epochs.assign(leader_epoch, first_offset)
+                    self._latest_epoch = leader_epoch
+            else:
+                for header in headers:
+                    epoch = header.partition_leader_epoch
+                    if epoch >= 0 and (latest_epoch is None or epoch > latest_epoch):
+                        epochs.assign(epoch, header.base_offset)
+                        self._latest_epoch = latest_epoch = epoch
+            for info in infos.values():
+                producers.update(info)
+            for txn in completed:
+                self._complete_txn(txn, segment)
+            # The producer state's map end offset is brought up to date when it is needed
+            # (snapshots, truncation), not on every append.
+            self._next_offset = next_offset = last_offset + 1
+
+            self._unflushed_messages += next_offset - first_offset
+            if (
+                self._unflushed_messages >= config.flush_messages
+                or now - self._last_flush_ms >= config.flush_ms
+            ):
+                self._flush_locked(now)
+            return LogAppendInfo(
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max,
+                append_time,
+                self._log_start_offset,
+                size,
+                len(headers),
+                records_count,
+            )
+
+    def _check_producers(
+        self,
+        view: memoryview,
+        headers: list[BatchHeader],
+        origin: AppendOrigin,
+        infos: dict[int, ProducerAppendInfo],
+        completed: list[CompletedTxn],
+    ) -> BatchMetadata | None:
+        """Validates the batches of idempotent and transactional producers, changing nothing.
+
+        Fills ``infos`` with each producer's pending state and ``completed`` with the
+        transactions markers end; returns the original batch if a client retried one.
+        """
+        producers = self._producer_state
+        for header in headers:
+            if not header.has_producer_id:
+                continue
+            # Parsed again: the offsets and timestamps were just rewritten in place.
+            batch = RecordBatch.parse(view, header.position)
+            if origin is AppendOrigin.CLIENT:
+                duplicate = producers.find_duplicate_batch(batch)
+                if duplicate is not None:
+                    return duplicate
+            info = infos.get(batch.producer_id)
+            if info is None:
+                info = producers.prepare_update(batch.producer_id, origin)
+                infos[batch.producer_id] = info
+            done = info.append(batch)
+            if done is not None:
+                completed.append(done)
+        return None
+
+    def _complete_txn(self, txn: CompletedTxn, segment: LogSegment) -> None:
+        producers = self._producer_state
+        last_stable = producers.last_stable_offset(txn)
+        if txn.is_aborted:
+            segment.txn_index.append(
+                AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, last_stable)
+            )
+        producers.complete_txn(txn)
+
+    # --- roll -------------------------------------------------------------------------------
+
+    def _maybe_roll(
+        self, size: int, max_timestamp: int, first_offset: int, last_offset: int, now: int
+    ) -> LogSegment:
+        segment = self._active
+        config = self._config
+        if segment.size == 0:
+            if segment.base_offset <= first_offset and segment.can_convert_to_relative_offset(
+                last_offset
+            ):
+                return segment
+        elif not (
+            segment.size > config.segment_bytes - size
+            or segment.is_full
+            or not segment.can_convert_to_relative_offset(last_offset)
+            or segment.time_waited_for_roll(now, max_timestamp)
+            > config.segment_ms - self._roll_jitter_ms
+        ):
+            return segment
+        return self._roll_locked(first_offset, now)
+
+    def roll(self) -> int:
+        """Closes the active segment and starts a new one at the log end (unless it is empty).
+
+        Returns the new active segment's base offset.
+        """
+        with self._lock:
+            self._check_open()
+            if self._active.size:
+                self._roll_locked(self._next_offset, self._clock())
+            return self._active.base_offset
+
+    def _roll_locked(self, new_base: int, now: int) -> LogSegment:
+        old = self._active
+        if old.size == 0:
+            # An empty active segment is replaced rather than left behind.
+            self._segments.pop()
+            self._bases.pop()
+            old.delete()
+        else:
+            old.on_become_inactive()
+        producers = self._producer_state
+        producers.update_map_end_offset(new_base)
+        producers.take_snapshot()
+        segment = self._new_segment(new_base)
+        self._add_segment(segment)
+        self._roll_jitter_ms = self._new_roll_jitter()
+        if old.size:
+            self._flush_locked(now, up_to=new_base)
+            self._touch(old)
+        log.debug("rolled %s to a new segment at offset %d", self._dir, new_base)
+        return segment
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def read(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        isolation: FetchIsolation = FetchIsolation.LOG_END,
+        *,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one holding ``fetch_offset``, at most ``max_bytes`` of them.
+
+        ``isolation`` bounds the read by the log end (followers), the high watermark, or the
+        last stable offset (read_committed, which also gets the aborted transactions that
+        overlap the batches returned). With ``min_one_message`` (Kafka's behaviour for the
+        first partition of a fetch) a first batch larger than ``max_bytes`` is returned whole.
+        Raises OffsetOutOfRangeError for an offset below the local log start or past the end.
+        """
+        with self._lock:
+            self._check_open()
+            end = self._next_offset
+            if fetch_offset > end or fetch_offset < self._local_log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {fetch_offset} is out of range for {self._topic_partition}: the "
+                    f"local log holds [{self._local_log_start_offset}, {end})"
+                )
+            if isolation is FetchIsolation.LOG_END:
+                bound = end
+            elif isolation is FetchIsolation.HIGH_WATERMARK:
+                bound = self._high_watermark
+            else:
+                bound = self.last_stable_offset
+            aborted_none: tuple[AbortedTxn, ...] | None = (
+                () if isolation is FetchIsolation.TXN_COMMITTED else None
+            )
+            if fetch_offset >= bound:
+                return FetchDataInfo(LogOffsetMetadata(fetch_offset), b"", False, aborted_none)
+            bound_base, bound_position = self._position_of(bound)
+            index = self._segment_index(fetch_offset)
+            location = None
+            segment = self._segments[index]
+            while True:
+                location = self._touch(segment).translate_offset(fetch_offset)
+                if location is not None or index + 1 >= len(self._segments):
+                    break
+                index += 1
+                segment = self._segments[index]
+            if location is None or segment.base_offset > bound_base:
+                return FetchDataInfo(LogOffsetMetadata(fetch_offset), b"", False, aborted_none)
+            max_position = bound_position if segment.base_offset == bound_base else segment.size
+            segment.retain()
+        try:
+            result = segment.read(
+                fetch_offset,
+                max_bytes,
+                max_position,
+                min_one_message=min_one_message,
+                start=location,
+            )
+        finally:
+            with self._lock:
+                segment.release()
+        assert result is not None
+        aborted = None
+        if isolation is FetchIsolation.TXN_COMMITTED:
+            upper = result.next_offset if result.records else fetch_offset
+            aborted = self._collect_aborted_txns(fetch_offset, upper)
+        return FetchDataInfo(
+            result.offset_metadata,
+            result.records,
+            result.first_entry_incomplete,
+            aborted,
+            result.next_offset,
+        )
+
+    def _position_of(self, offset: int) -> tuple[int, int]:
+        """(segment base, byte position) where reads bounded by ``offset`` must stop."""
+        cached = self._bound_cache
+        if cached is not None and cached[0] == offset:
+            return cached[1], cached[2]
+        if offset >= self._next_offset:
+            active = self._active
+            return active.base_offset, active.size
+        segment = self._touch(self._segments[self._segment_index(offset)])
+        location = segment.translate_offset(offset)
+        position = segment.size if location is None else location.position
+        self._bound_cache = (offset, segment.base_offset, position)
+        return segment.base_offset, position
+
+    def _collect_aborted_txns(self, start: int, upper: int) -> tuple[AbortedTxn, ...]:
+        with self._lock:
+            found: list[AbortedTxn] = []
+            for segment in self._segments[self._segment_index(start) :]:
+                result = segment.txn_index.collect_aborted_txns(start, upper)
+                found.extend(result.aborted)
+                if result.is_complete:
+                    break
+            return tuple(found)
+
+    def collect_aborted_transactions(self, start: int, upper: int) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions overlapping offsets ``[start, upper)``."""
+        return self._collect_aborted_txns(start, upper)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets on the local log: the first record at or after ``timestamp``.
+
+        Also answers Kafka's special timestamps: -2 (earliest), -4 (earliest local),
+        -1 (latest: the log end), -3 (the record with the largest timestamp). -5 (latest
+        tiered) is the remote tier's to answer and gives None here, as does a timestamp
+        newer than every record.
+        """
+        with self._lock:
+            self._check_open()
+            epochs = self._epoch_cache
+            if timestamp == EARLIEST_TIMESTAMP:
+                offset = self._log_start_offset
+                return TimestampAndOffset(NO_TIMESTAMP, offset, epochs.epoch_for_offset(offset))
+            if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+                offset = self._local_log_start_offset
+                return TimestampAndOffset(NO_TIMESTAMP, offset, epochs.epoch_for_offset(offset))
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(NO_TIMESTAMP, self._next_offset, epochs.latest_epoch)
+            if timestamp == MAX_TIMESTAMP:
+                best = max(self._segments, key=lambda s: self._touch(s).max_timestamp_so_far)
+                if best.max_timestamp_so_far < 0:
+                    return None
+                return best.find_offset_by_timestamp(
+                    best.max_timestamp_so_far, self._log_start_offset
+                )
+            if timestamp < 0:
+                return None
+            for segment in self._segments:
+                if self._touch(segment).largest_timestamp >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    # --- flush ------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Forces everything appended so far to the device and advances the recovery point."""
+        with self._lock:
+            self._check_open()
+            self._flush_locked(self._clock())
+
+    def maybe_flush(self, now_ms: int | None = None) -> bool:
+        """Flushes if ``flush.ms`` has passed since the last flush with data unflushed.
+
+        Meant for a periodic task (Kafka's log flusher); also deletes segment files whose
+        ``file.delete.delay.ms`` has passed. Returns whether it flushed.
+        """
+        with self._lock:
+            self._check_open()
+            now = self._clock() if now_ms is None else now_ms
+            self._delete_due_files(now)
+            if self._unflushed_messages and now - self._last_flush_ms >= self._config.flush_ms:
+                self._flush_locked(now)
+                return True
+            return False
+
+    def _flush_locked(self, now: int, up_to: int | None = None, *, closing: bool = False) -> None:
+        target = self._next_offset if up_to is None else up_to
+        active = self._segments[-1]
+        for segment in self._segments[self._segment_index(self._recovery_point) :]:
+            if segment.base_offset >= target:
+                break
+            segment.flush(indexes=closing or segment is not active)
+        if up_to is None:
+            self._unflushed_messages = 0
+            self._last_flush_ms = now
+        if target > self._recovery_point:
+            self._recovery_point = target
+            if up_to is not None:
+                self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, target)
+
+    # --- retention and truncation ---------------------------------------------------------
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int:
+        """The last offset tiered storage holds (-1: none); local retention waits for it."""
+        return self._highest_offset_in_remote_storage
+
+    @highest_offset_in_remote_storage.setter
+    def highest_offset_in_remote_storage(self, offset: int) -> None:
+        with self._lock:
+            self._highest_offset_in_remote_storage = max(
+                offset, self._highest_offset_in_remote_storage
+            )
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Applies retention; returns how many segments were deleted.
+
+        Deletes whole segments from the oldest on, never the active one and never one at or
+        above the high watermark: those wholly below the log start offset, then while the log
+        is over ``retention.bytes``, then those whose newest record is older than
+        ``retention.ms``. A tiered topic uses ``local.retention.*`` instead, deletes only
+        segments already in remote storage, and moves only the local log start offset.
+        """
+        with self._lock:
+            self._check_open()
+            now = self._clock() if now_ms is None else now_ms
+            config = self._config
+            tiered = config.remote_storage_enable
+            if tiered:
+                retention_ms = config.effective_local_retention_ms
+                retention_bytes = config.effective_local_retention_bytes
+            else:
+                retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
+            deleted = self._delete_while(lambda s, nxt: nxt <= self._log_start_offset, now)
+            if retention_bytes >= 0:
+                excess = [self.size - retention_bytes]
+
+                def over_size(segment: LogSegment, _next: int) -> bool:
+                    if excess[0] - segment.size >= 0:
+                        excess[0] -= segment.size
+                        return True
+                    return False
+
+                deleted += self._delete_while(over_size, now)
+            if retention_ms >= 0:
+                deleted += self._delete_while(
+                    lambda s, _n: now - s.largest_timestamp > retention_ms, now
+                )
+            self._delete_due_files(now)
+            return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment, int], bool], now: int) -> int:
+        """Deletes segments from the oldest while ``predicate(segment, next_base)`` holds."""
+        tiered = self._config.remote_copy_enabled
+        count = 0
+        while len(self._segments) > 1:
+            segment, upper = self._touch(self._segments[0]), self._bases[1]
+            if upper > self._high_watermark or not predicate(segment, upper):
+                break
+            if (
+                tiered
+                and upper - 1 > self._highest_offset_in_remote_storage
+                and upper > self._log_start_offset
+            ):
+                break
+            self._segments.pop(0)
+            self._bases.pop(0)
+            self._schedule_delete(segment, now)
+            count += 1
+        if count:
+            first = self._bases[0]
+            if not self._config.remote_storage_enable and first > self._log_start_offset:
+                self._increment_log_start_offset(first)
+            self._local_log_start_offset = max(first, self._log_start_offset)
+            self._producer_state.delete_snapshots_below(first)
+        return count
+
+    def _schedule_delete(self, segment: LogSegment, now: int) -> None:
+        self._forget(segment)
+        segment.change_file_suffix(files.DELETED_SUFFIX)
+        delay = self._config.file_delete_delay_ms
+        if delay <= 0:
+            segment.delete()
+        else:
+            self._pending_deletes.append((now + delay, segment))
+
+    def _delete_due_files(self, now: int) -> None:
+        due = [s for when, s in self._pending_deletes if when <= now]
+        if due:
+            self._pending_deletes = [(w, s) for w, s in self._pending_deletes if w > now]
+            for segment in due:
+                segment.delete()
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
+        self._local_log_start_offset = max(self._local_log_start_offset, offset)
+        self._epoch_cache.truncate_from_start(offset)
+        self._latest_epoch = self._epoch_cache.latest_epoch
+        self._producer_state.on_log_start_offset_incremented(offset)
+        if self._high_watermark < offset:
+            self._set_high_watermark(offset)
+        self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, offset)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: moves the log start offset up to ``offset``; returns the new start.
+
+        Segments wholly below the new start are deleted at once. Raises OffsetOutOfRangeError
+        for an offset above the high watermark.
+        """
+        with self._lock:
+            self._check_open()
+            if offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset of {self._topic_partition} to {offset}: "
+                    f"the high watermark is {self._high_watermark}"
+                )
+            if offset > self._log_start_offset:
+                self._increment_log_start_offset(offset)
+                self._delete_while(lambda s, nxt: nxt <= offset, self._clock())
+            return self._log_start_offset
+
+    def truncate_to(self, offset: int) -> bool:
+        """Removes every batch from the one holding ``offset`` on (a follower diverged).
+
+        Returns False when there is nothing at or past ``offset``. Producer state, leader
+        epochs and the transaction indexes follow the log back.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return False
+            now = self._clock()
+            self._producer_state.update_map_end_offset(self._next_offset)
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully_locked(offset, now)
+                return True
+            while len(self._segments) > 1 and self._bases[-1] > offset:
+                self._bases.pop()
+                self._schedule_delete(self._segments.pop(), now)
+            active = self._active
+            self._forget(active)
+            active.truncate_to(offset, now)
+            self._next_offset = active.read_next_offset()
+            self._bound_cache = None
+            self._epoch_cache.truncate_from_end(self._next_offset)
+            self._latest_epoch = self._epoch_cache.latest_epoch
+            self._log_start_offset = min(self._log_start_offset, self._next_offset)
+            self._local_log_start_offset = min(self._local_log_start_offset, self._next_offset)
+            producers = self._producer_state
+            producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
+            self._replay_producers(producers.map_end_offset, self._next_offset)
+            if self._high_watermark > self._next_offset:
+                self._set_high_watermark(self._next_offset)
+            if self._recovery_point > self._next_offset:
+                self._recovery_point = self._next_offset
+                self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, self._recovery_point)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Deletes every segment and starts an empty log at ``offset`` (a follower that fell
+        behind the leader's log start, or rebuilt from remote storage)."""
+        if offset < 0:
+            raise ValueError(f"cannot start a log at negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_locked(offset, self._clock())
+
+    def _truncate_fully_locked(self, offset: int, now: int) -> None:
+        for segment in self._segments:
+            self._schedule_delete(segment, now)
+        self._segments.clear()
+        self._bases.clear()
+        self._add_segment(self._new_segment(offset))
+        self._bound_cache = None
+        self._next_offset = offset
+        self._epoch_cache.clear_and_flush()
+        self._latest_epoch = None
+        self._producer_state.truncate_fully_and_start_at(offset)
+        self._log_start_offset = self._local_log_start_offset = offset
+        self._set_high_watermark(offset)
+        self._recovery_point = offset
+        self._unflushed_messages = 0
+        self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, offset)
+        self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, offset)
+
+    # --- tiering hooks ----------------------------------------------------------------------
+
+    def segments_eligible_for_upload(self) -> list[UploadableSegment]:
+        """Rolled segments wholly below the last stable offset and not yet in remote storage.
+
+        Oldest first. The active segment never qualifies; nor does a segment holding an
+        offset at or above the LSO (its transactions may still abort).
+        """
+        with self._lock:
+            self._check_open()
+            lso = self.last_stable_offset
+            found = []
+            for index, segment in enumerate(self._segments[:-1]):
+                next_base = self._bases[index + 1]
+                end_offset = next_base - 1
+                if next_base > lso:
+                    break
+                if end_offset <= self._highest_offset_in_remote_storage or segment.size == 0:
+                    continue
+                txn_path = segment.txn_index.path
+                found.append(
+                    UploadableSegment(
+                        base_offset=segment.base_offset,
+                        end_offset=end_offset,
+                        size_in_bytes=segment.size,
+                        max_timestamp=self._touch(segment).max_timestamp_so_far,
+                        log_path=segment.log_path,
+                        offset_index_path=segment.offset_index.path,
+                        time_index_path=segment.time_index.path,
+                        txn_index_path=None if segment.txn_index.is_empty() else txn_path,
+                        producer_snapshot=self._producer_state.snapshot_file(next_base),
+                        leader_epochs=tuple(
+                            self._epoch_cache.entries_in_range(segment.base_offset, end_offset)
+                        ),
+                    )
+                )
+            return found
+
+    # --- configuration and lifecycle ------------------------------------------------------
+
+    def update_config(self, config: LogConfig | TopicConfig | Mapping[str, Any]) -> None:
+        """Applies changed topic settings; they take effect from the next append or check."""
+        new = LogConfig.of(config)
+        with self._lock:
+            self._config = new
+            self._producer_state.producer_id_expiration_ms = new.producer_id_expiration_ms
+            for segment in self._segments:
+                segment.index_interval_bytes = new.index_interval_bytes
+            self._active.resize_indexes(new.segment_index_bytes)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> None:
+        """Forgets idle producers (``producer.id.expiration.ms``); a periodic task calls it."""
+        with self._lock:
+            self._producer_state.remove_expired_producers(
+                self._clock() if now_ms is None else now_ms
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"the log of {self._topic_partition} is closed")
+
+    def close(self) -> None:
+        """Clean shutdown: flushes, snapshots producer state, checkpoints, writes the marker."""
+        with self._lock:
+            if self._closed:
+                return
+            now = self._clock()
+            self._flush_locked(now, closing=True)
+            producers = self._producer_state
+            producers.update_map_end_offset(self._next_offset)
+            producers.take_snapshot()
+            self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, self._next_offset)
+            self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, self._log_start_offset)
+            self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, self._high_watermark)
+            for _, segment in self._pending_deletes:
+                segment.delete()
+            self._pending_deletes.clear()
+            for segment in self._segments:
+                segment.close()
+            write_atomically(self._dir / files.CLEAN_SHUTDOWN_MARKER, b"")
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({str(self._dir)!r}, log_start={self._log_start_offset}, "
+            f"log_end={self._next_offset}, segments={len(self._segments)})"
+        )
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def _write_checkpoint(self, name: str, offset: int) -> None:
+        """Kafka's offset checkpoint text (version, count, ``<topic> <partition> <offset>``)."""
+        tp = self._topic_partition
+        text = f"{_CHECKPOINT_VERSION}\n1\n{tp.topic} {tp.partition} {offset}\n"
+        write_atomically(self._dir / name, text.encode("utf-8"))
+
+    def _read_checkpoint(self, name: str) -> int | None:
+        path = self._dir / name
+        try:
+            lines = path.read_text("utf-8").splitlines()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as err:
+            log.warning("cannot read %s, ignoring it: %s", path, err)
+            return None
+        try:
+            if lines[0].strip() != str(_CHECKPOINT_VERSION):
+                raise ValueError(f"unknown version {lines[0]!r}")
+            tp = self._topic_partition
+            for line in lines[2 : 2 + int(lines[1])]:
+                topic, partition, offset = line.split()
+                if topic == tp.topic and int(partition) == tp.partition:
+                    return int(offset)
+        except (ValueError, IndexError) as err:
+            log.warning("malformed checkpoint %s, ignoring it: %s", path, err)
+        return None
+
+
+def iter_log_batches(
+    log: PartitionLog, start: int = 0, chunk: int = 1 << 20
+) -> Iterator[RecordBatch]:
+    """Every batch from ``start`` to the log end, validated (tools and tests)."""
+    offset = max(start, log.local_log_start_offset)
+    while offset < log.log_end_offset:
+        info = log.read(offset, chunk)
+        if not info.records:
+            break
+        view = memoryview(info.records)
+        position = 0
+        while position < len(view):
+            batch = RecordBatch.parse(view, position)
+            batch.validate()
+            yield batch
+            position = batch.end_position
+        offset = info.next_offset
+
+
+__all__: Sequence[str] = (
+    "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "LOADED_INDEX_LIMIT",
+    "MAX_TIMESTAMP",
+    "PartitionLog",
+    "SegmentInfo",
+    "UploadableSegment",
+    "iter_log_batches",
+)

@@ -1,0 +1,1 @@
+"""The broker node: partitions, request handling, controller, transport and delayed operations."""

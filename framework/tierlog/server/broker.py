@@ -1,0 +1,886 @@
+"""A broker node: hosts partition replicas in its log dirs and answers the client requests.
+
+Startup goes through explicit states, observable with :meth:`Broker.add_state_listener`:
+``NOT_RUNNING -> STARTING`` (dynamic configs applied, plugins configured and their metrics
+registered) ``-> RECOVERING_LOGS`` (every partition directory opened, torn tails recovered)
+``-> SERVING`` (requests accepted; the controller hands out leadership; then the plugins'
+broker-ready callback fires, once) ``-> SHUTTING_DOWN -> STOPPED``.
+
+Every handler answers with per-partition error codes, as Kafka does: one bad partition never
+fails the others, and a request that is wrong for a partition changes nothing there.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ..config import BrokerConfig, TopicConfig, resolve_topic_config
+from ..errors import (
+    BrokerNotAvailableError,
+    CorruptRecordError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    KafkaStorageError,
+    LeaderNotAvailableError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    TierlogError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from ..host import PluginHost
+from ..log import AppendOrigin, LogConfig, PartitionLog, files
+from ..model import ZERO_UUID, TopicPartition, Uuid
+from ..records import ControlType, build_control_batch
+from . import configs as config_ops
+from . import protocol as p
+from .controller import Controller
+from .fetch import DelayedFetch, ResolvedFetchTopic, read_partitions
+from .image import ClusterImage, TopicImage
+from .partition import Partition, read_partition_metadata, write_partition_metadata
+from .purgatory import DelayedOperationPurgatory
+from .topics import is_internal, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+BROKER_HOST = "in-process"
+"""The host an embedded broker reports in Metadata; a network front end reports its own."""
+
+
+class BrokerState(enum.Enum):
+    """Where a broker is in its life; a broker object goes through these once."""
+
+    NOT_RUNNING = "not running"
+    STARTING = "starting"
+    RECOVERING_LOGS = "recovering logs"
+    SERVING = "serving"
+    SHUTTING_DOWN = "shutting down"
+    STOPPED = "stopped"
+
+
+StateListener = Callable[["Broker", BrokerState], None]
+
+
+def _code(err: BaseException) -> int:
+    if isinstance(err, TierlogError) and err.code is not None:
+        return err.code
+    code = UnknownServerError.code
+    assert code is not None
+    return code
+
+
+def _message(err: BaseException) -> str:
+    return str(err) or type(err).__name__
+
+
+class Broker:
+    """One broker. Build it, :meth:`start` it, send it requests through a transport.
+
+    The broker reads cluster metadata from ``controller`` and forwards topic and config changes
+    to it in-process (as a KRaft broker reads the metadata log and forwards to the quorum); the
+    controller reaches the broker back only through the transport (LeaderAndIsr, StopReplica).
+    A broker object starts once; a restart is a new object on the same log dirs.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        controller: Controller,
+        *,
+        extra_plugins: Mapping[str, object] | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.get_int("broker.id")
+        self.log_dirs = tuple(Path(d) for d in config.get_list("log.dirs"))
+        self.controller = controller
+        self.plugin_host: PluginHost | None = None
+        self._extra_plugins = extra_plugins
+        self._state = BrokerState.NOT_RUNNING
+        self._state_listeners: list[StateListener] = []
+        self._lock = threading.RLock()
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._applied_topic_configs: dict[str, Mapping[str, str]] = {}
+        self._fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] | None = None
+        self._stop_tasks = threading.Event()
+        self._retention_thread: threading.Thread | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+
+    # --- state ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> BrokerState:
+        return self._state
+
+    @property
+    def serving(self) -> bool:
+        return self._state is BrokerState.SERVING
+
+    @property
+    def fetch_purgatory(self) -> DelayedOperationPurgatory[DelayedFetch] | None:
+        """Where fetches wait for ``min_bytes``; None until the broker has started."""
+        return self._fetch_purgatory
+
+    def add_state_listener(self, listener: StateListener) -> Callable[[], None]:
+        """Calls ``listener(broker, new_state)`` on every state change; returns a remover."""
+        self._state_listeners.append(listener)
+        return lambda: self._state_listeners.remove(listener)
+
+    def _set_state(self, state: BrokerState) -> None:
+        log.info("broker %d: %s", self.broker_id, state.value)
+        self._state = state
+        for listener in list(self._state_listeners):
+            try:
+                listener(self, state)
+            except Exception:
+                log.exception("broker state listener %r failed", listener)
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Runs the startup sequence; returns once serving. Raises if any step fails."""
+        if self._state is not BrokerState.NOT_RUNNING:
+            raise RuntimeError(f"broker {self.broker_id} is {self._state.value}; start it once")
+        registered = False
+        try:
+            self._set_state(BrokerState.STARTING)
+            self._apply_stored_broker_configs()
+            self.plugin_host = PluginHost.create(self.config, extra_plugins=self._extra_plugins)
+            self.plugin_host.start()
+            for directory in self.log_dirs:
+                try:
+                    directory.mkdir(parents=True, exist_ok=True)
+                except OSError as err:
+                    raise KafkaStorageError(f"cannot create log dir {directory}: {err}") from err
+            self._set_state(BrokerState.RECOVERING_LOGS)
+            self._recover_logs()
+            self._fetch_purgatory = DelayedOperationPurgatory(f"Fetch-{self.broker_id}")
+            self._start_background_tasks()
+            self._unsubscribe.append(self.controller.subscribe(self._on_metadata))
+            dynamic = [k.name for k in self.config.definition if k.dynamic]
+            self._unsubscribe.append(
+                self.config.add_listener(dynamic, lambda *_: self._refresh_topic_configs())
+            )
+            self._set_state(BrokerState.SERVING)
+            registered = True
+            self.controller.register_broker(self.broker_id)
+            self.plugin_host.broker_ready(self)
+        except BaseException:
+            self._shutdown(clean=True, register=registered)
+            raise
+
+    def stop(self, *, clean: bool = True) -> None:
+        """Stops serving, hands leadership back, closes logs and plugins.
+
+        ``clean=False`` stands for a crash: the logs are closed without their clean-shutdown
+        marker, so the next start recovers them as after a power loss.
+        """
+        if self._state in (BrokerState.NOT_RUNNING, BrokerState.STOPPED):
+            return
+        self._shutdown(clean=clean, register=True)
+
+    def _shutdown(self, *, clean: bool, register: bool) -> None:
+        self._set_state(BrokerState.SHUTTING_DOWN)
+        for remove in self._unsubscribe:
+            remove()
+        self._unsubscribe.clear()
+        if register:
+            self.controller.unregister_broker(self.broker_id)
+        with self._lock:
+            for partition in self._partitions.values():
+                partition.make_offline()
+        self._stop_tasks.set()
+        if self._retention_thread is not None:
+            self._retention_thread.join()
+        if self._fetch_purgatory is not None:
+            self._fetch_purgatory.shutdown()
+        with self._lock:
+            partitions = list(self._partitions.values())
+            self._partitions.clear()
+        errors: list[BaseException] = []
+        for partition in partitions:
+            try:
+                partition.close()
+                if not clean:
+                    (partition.directory / files.CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
+            except Exception as err:
+                log.exception("closing %s failed", partition.topic_partition)
+                errors.append(err)
+        if self.plugin_host is not None:
+            self.plugin_host.close()
+        self._set_state(BrokerState.STOPPED)
+        if errors:
+            raise errors[0]
+
+    def _apply_stored_broker_configs(self) -> None:
+        stored = self.controller.broker_configs(self.broker_id)
+        if not stored:
+            return
+        try:
+            update = config_ops.validated_broker_update(self.config, dict(stored))
+            self.config.update(update)
+        except TierlogError as err:
+            log.warning("broker %d: ignoring stored dynamic configs: %s", self.broker_id, err)
+
+    def _recover_logs(self) -> None:
+        image = self.controller.image()
+        for log_dir in self.log_dirs:
+            for path in sorted(log_dir.iterdir()):
+                if not path.is_dir():
+                    continue
+                if path.name.endswith(files.DELETE_DIR_SUFFIX):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                try:
+                    tp = files.parse_log_dir_name(path.name)
+                except ValueError:
+                    log.warning("ignoring %s: not a partition directory", path)
+                    continue
+                topic = image.topic(tp.topic)
+                partition_log = PartitionLog.open(path, self._log_config(topic), topic_partition=tp)
+                self._partitions[tp] = Partition(
+                    partition_log, read_partition_metadata(path), self.broker_id
+                )
+
+    def _topic_config(self, topic: TopicImage | None) -> TopicConfig:
+        overrides = {} if topic is None else topic.configs
+        return resolve_topic_config(overrides, self.config)
+
+    def _log_config(self, topic: TopicImage | None) -> LogConfig:
+        return LogConfig.from_topic_config(self._topic_config(topic))
+
+    # --- background tasks -----------------------------------------------------------------
+
+    def _start_background_tasks(self) -> None:
+        self._stop_tasks.clear()
+        self._retention_thread = threading.Thread(
+            target=self._retention_loop, name=f"log-retention-{self.broker_id}", daemon=True
+        )
+        self._retention_thread.start()
+
+    def _retention_loop(self) -> None:
+        while not self._stop_tasks.wait(
+            self.config.get_int("log.retention.check.interval.ms") / 1000
+        ):
+            self.check_retention()
+
+    def check_retention(self) -> int:
+        """Applies retention (and due flushes) to every hosted log once; returns segments deleted.
+
+        The background task calls it every ``log.retention.check.interval.ms``.
+        """
+        deleted = 0
+        with self._lock:
+            partitions = list(self._partitions.values())
+        for partition in partitions:
+            try:
+                deleted += partition.log.delete_old_segments()
+                partition.log.maybe_flush()
+            except Exception:
+                if partition.log.closed:
+                    continue  # stopped or deleted meanwhile
+                log.exception("retention check of %s failed", partition.topic_partition)
+        return deleted
+
+    # --- metadata changes -----------------------------------------------------------------
+
+    def _on_metadata(self, image: ClusterImage) -> None:
+        """Applies changed topic configs to the hosted logs, live."""
+        for gone in set(self._applied_topic_configs) - set(image.topics):
+            del self._applied_topic_configs[gone]
+        changed = []
+        for name, topic in image.topics.items():
+            if self._applied_topic_configs.get(name) != topic.configs:
+                changed.append(topic)
+        for topic in changed:
+            self._apply_topic_config(topic)
+
+    def _refresh_topic_configs(self) -> None:
+        """A dynamic broker config changed: topic values inherited from it may change too."""
+        for topic in self.controller.image().topics.values():
+            self._apply_topic_config(topic)
+
+    def _apply_topic_config(self, topic: TopicImage) -> None:
+        try:
+            config = self._log_config(topic)
+        except TierlogError as err:
+            log.warning("topic %s: cannot apply configs: %s", topic.name, err)
+            return
+        self._applied_topic_configs[topic.name] = topic.configs
+        with self._lock:
+            hosted = [pt for tp, pt in self._partitions.items() if tp.topic == topic.name]
+        for partition in hosted:
+            partition.log.update_config(config)
+
+    # --- replicas -------------------------------------------------------------------------
+
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        """The replica of ``tp`` this broker hosts, if any."""
+        with self._lock:
+            return self._partitions.get(tp)
+
+    def hosted_partitions(self) -> list[TopicPartition]:
+        with self._lock:
+            return sorted(self._partitions)
+
+    def _get_or_create_partition(self, tp: TopicPartition, topic_id: Uuid) -> Partition:
+        with self._lock:
+            existing = self._partitions.get(tp)
+            if existing is not None:
+                if existing.topic_id in (None, topic_id):
+                    return existing
+                # A directory left from an older topic of the same name.
+                del self._partitions[tp]
+                existing.delete()
+            counts = {d: 0 for d in self.log_dirs}
+            for partition in self._partitions.values():
+                parent = partition.directory.parent
+                if parent in counts:
+                    counts[parent] += 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            directory = log_dir / files.log_dir_name(tp)
+            topic = self.controller.image().topic(tp.topic)
+            partition_log = PartitionLog.open(
+                directory, self._log_config(topic), topic_partition=tp
+            )
+            write_partition_metadata(directory, topic_id)
+            created = Partition(partition_log, topic_id, self.broker_id)
+            self._partitions[tp] = created
+            return created
+
+    def _leader_partition(
+        self, image: ClusterImage, topic: str, index: int, current_leader_epoch: int = -1
+    ) -> Partition:
+        """The replica this broker leads for ``topic``/``index``, or the error to answer."""
+        validate_topic_name(topic, internal_allowed=True)
+        registration = image.registration(TopicPartition(topic, index)) if index >= 0 else None
+        if registration is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic or partition {topic}-{index}")
+        tp = TopicPartition(topic, index)
+        partition = self.partition(tp)
+        if partition is None:
+            if registration.leader == p.NO_LEADER:
+                raise LeaderNotAvailableError(f"{tp} has no leader")
+            raise NotLeaderOrFollowerError(
+                f"broker {self.broker_id} does not host {tp} (leader: {registration.leader})"
+            )
+        partition.check_leader(current_leader_epoch)
+        return partition
+
+    # --- dispatch -------------------------------------------------------------------------
+
+    def handle(self, request: p.Request) -> p.Response:
+        """Answers one request. Content errors come back as error codes, never as exceptions."""
+        if not self.serving:
+            raise BrokerNotAvailableError(f"broker {self.broker_id} is {self._state.value}")
+        match request:
+            case p.ProduceRequest():
+                return self._produce(request)
+            case p.FetchRequest():
+                return self._fetch(request)
+            case p.ListOffsetsRequest():
+                return self._list_offsets(request)
+            case p.MetadataRequest():
+                return self._metadata(request)
+            case p.CreateTopicsRequest():
+                return self.controller.create_topics(request)
+            case p.DeleteTopicsRequest():
+                return self.controller.delete_topics(request)
+            case p.DeleteRecordsRequest():
+                return self._delete_records(request)
+            case p.OffsetsForLeaderEpochRequest():
+                return self._offsets_for_leader_epoch(request)
+            case p.WriteTxnMarkersRequest():
+                return self._write_txn_markers(request)
+            case p.DescribeConfigsRequest():
+                return self._describe_configs(request)
+            case p.IncrementalAlterConfigsRequest():
+                return self._alter_configs(request)
+            case p.LeaderAndIsrRequest():
+                return self._leader_and_isr(request)
+            case p.StopReplicaRequest():
+                return self._stop_replica(request)
+        raise InvalidRequestError(f"broker {self.broker_id} cannot handle {request!r}")
+
+    # --- Produce --------------------------------------------------------------------------
+
+    def _produce(self, request: p.ProduceRequest) -> p.ProduceResponse:
+        image = self.controller.image()
+        appended: list[TopicPartition] = []
+        topics = []
+        for topic in request.topic_data:
+            results = []
+            for data in topic.partition_data:
+                try:
+                    if request.acks not in (p.Acks.NONE, p.Acks.LEADER, p.Acks.ALL):
+                        raise InvalidRequiredAcksError(
+                            f"acks must be 0, 1 or -1, got {request.acks}"
+                        )
+                    partition = self._leader_partition(image, topic.name, data.index)
+                    if not data.records:
+                        raise CorruptRecordError("the request holds no record batch")
+                    if request.acks == p.Acks.ALL:
+                        self._check_min_insync(partition, image)
+                    info = partition.append_records_to_leader(data.records)
+                    appended.append(partition.topic_partition)
+                    results.append(
+                        p.PartitionProduceResponse(
+                            data.index,
+                            base_offset=info.first_offset,
+                            log_append_time_ms=info.log_append_time,
+                            log_start_offset=info.log_start_offset,
+                        )
+                    )
+                except Exception as err:
+                    results.append(
+                        p.PartitionProduceResponse(
+                            data.index, error_code=_code(err), error_message=_message(err)
+                        )
+                    )
+            topics.append(p.TopicProduceResponse(topic.name, results))
+        for tp in appended:
+            self._on_append(tp)
+        if request.acks == p.Acks.ALL:
+            self._await_replication(appended, request.timeout_ms)
+        if request.acks == p.Acks.NONE:
+            return p.ProduceResponse(())
+        return p.ProduceResponse(topics)
+
+    def _check_min_insync(self, partition: Partition, image: ClusterImage) -> None:
+        topic = image.topic(partition.topic_partition.topic)
+        minimum = self._topic_config(topic)["min.insync.replicas"]
+        assert isinstance(minimum, int)
+        isr = partition.in_sync_replicas()
+        if len(isr) < minimum:
+            raise NotEnoughReplicasError(
+                f"{partition.topic_partition}: {len(isr)} in-sync replicas, "
+                f"min.insync.replicas is {minimum}"
+            )
+
+    def _await_replication(self, appended: list[TopicPartition], timeout_ms: int) -> None:
+        """Seam for replication: acks=-1 waits here until the ISR has the data.
+
+        With the leader as the only in-sync replica, the high watermark is already past the
+        appended batches when the append returns, so there is nothing to wait for.
+        """
+
+    def _on_append(self, tp: TopicPartition) -> None:
+        """New data (or a new high watermark) on ``tp``: wake the fetches waiting for it."""
+        purgatory = self._fetch_purgatory
+        if purgatory is not None:
+            purgatory.check_and_complete(tp)
+
+    # --- Fetch ----------------------------------------------------------------------------
+
+    def _fetch(self, request: p.FetchRequest) -> p.FetchResponse:
+        if request.isolation_level not in (
+            p.IsolationLevel.READ_UNCOMMITTED,
+            p.IsolationLevel.READ_COMMITTED,
+        ):
+            return p.FetchResponse((), error_code=InvalidRequestError.code or -1)
+        image = self.controller.image()
+        topics = [self._resolve_fetch_topic(image, topic) for topic in request.topics]
+
+        def lookup(tp: TopicPartition, fetch: p.FetchPartition) -> Partition:
+            # The latest image: a parked fetch must see a topic deleted while it waited.
+            return self._leader_partition(
+                self.controller.image(), tp.topic, tp.partition, fetch.current_leader_epoch
+            )
+
+        outcome = read_partitions(request, topics, lookup)
+        keys = [TopicPartition(t.name, f.partition) for t in topics for f in t.partitions]
+        if (
+            request.max_wait_ms <= 0
+            or outcome.bytes_read >= request.min_bytes
+            or outcome.has_error
+            or not keys
+        ):
+            return outcome.response
+        purgatory = self._fetch_purgatory
+        assert purgatory is not None
+        delayed = DelayedFetch(
+            min(request.max_wait_ms, self.config.get_int("request.timeout.ms")),
+            request.min_bytes,
+            lambda: read_partitions(request, topics, lookup),
+        )
+        purgatory.try_complete_else_watch(delayed, keys)
+        delayed.wait()
+        return delayed.response
+
+    def _resolve_fetch_topic(self, image: ClusterImage, topic: p.FetchTopic) -> ResolvedFetchTopic:
+        unknown = UnknownTopicOrPartitionError.code or -1
+        if topic.topic_id != ZERO_UUID:
+            found = image.topic_by_id(topic.topic_id)
+            if found is None or (topic.topic and topic.topic != found.name):
+                return ResolvedFetchTopic(topic.topic, topic.topic_id, topic.partitions, unknown)
+            return ResolvedFetchTopic(found.name, found.topic_id, topic.partitions)
+        try:
+            validate_topic_name(topic.topic, internal_allowed=True)
+        except TierlogError as err:
+            return ResolvedFetchTopic(topic.topic, ZERO_UUID, topic.partitions, _code(err))
+        found = image.topic(topic.topic)
+        if found is None:
+            return ResolvedFetchTopic(topic.topic, ZERO_UUID, topic.partitions, unknown)
+        return ResolvedFetchTopic(found.name, found.topic_id, topic.partitions)
+
+    # --- ListOffsets ----------------------------------------------------------------------
+
+    def _list_offsets(self, request: p.ListOffsetsRequest) -> p.ListOffsetsResponse:
+        image = self.controller.image()
+        committed = request.isolation_level == p.IsolationLevel.READ_COMMITTED
+        topics = []
+        for topic in request.topics:
+            results = []
+            for part in topic.partitions:
+                try:
+                    partition = self._leader_partition(
+                        image, topic.name, part.partition_index, part.current_leader_epoch
+                    )
+                    results.append(self._offset_for(partition, part, committed))
+                except Exception as err:
+                    results.append(
+                        p.ListOffsetsPartitionResponse(part.partition_index, error_code=_code(err))
+                    )
+            topics.append(p.ListOffsetsTopicResponse(topic.name, results))
+        return p.ListOffsetsResponse(topics)
+
+    def _offset_for(
+        self, partition: Partition, part: p.ListOffsetsPartition, committed: bool
+    ) -> p.ListOffsetsPartitionResponse:
+        plog = partition.log
+        fetchable = partition.last_stable_offset if committed else partition.high_watermark
+        index = part.partition_index
+        timestamp = part.timestamp
+
+        def epoch_of(offset: int) -> int:
+            epoch = plog.leader_epoch_cache.epoch_for_offset(offset)
+            return p.UNKNOWN_EPOCH if epoch is None else epoch
+
+        if timestamp == p.OffsetSpec.LATEST:
+            return p.ListOffsetsPartitionResponse(
+                index, offset=fetchable, leader_epoch=partition.leader_epoch
+            )
+        if timestamp == p.OffsetSpec.LATEST_TIERED:
+            tiered = plog.highest_offset_in_remote_storage
+            return p.ListOffsetsPartitionResponse(
+                index, offset=tiered, leader_epoch=epoch_of(tiered) if tiered >= 0 else -1
+            )
+        found = plog.offset_for_timestamp(timestamp)
+        special = timestamp in (p.OffsetSpec.EARLIEST, p.OffsetSpec.EARLIEST_LOCAL)
+        if found is None or (not special and found.offset >= fetchable):
+            return p.ListOffsetsPartitionResponse(index)
+        return p.ListOffsetsPartitionResponse(
+            index,
+            timestamp=found.timestamp,
+            offset=found.offset,
+            leader_epoch=p.UNKNOWN_EPOCH if found.leader_epoch is None else found.leader_epoch,
+        )
+
+    # --- Metadata -------------------------------------------------------------------------
+
+    def _metadata(self, request: p.MetadataRequest) -> p.MetadataResponse:
+        image = self.controller.image()
+        results = []
+        if request.topics is None:
+            results = [self._topic_metadata(image, t) for _, t in sorted(image.topics.items())]
+        else:
+            for wanted in request.topics:
+                results.append(self._requested_topic_metadata(image, request, wanted))
+                image = self.controller.image()
+        brokers = [p.MetadataResponseBroker(b, BROKER_HOST, 0) for b in sorted(image.live_brokers)]
+        return p.MetadataResponse(
+            brokers=brokers,
+            cluster_id=image.cluster_id,
+            controller_id=image.controller_id,
+            topics=results,
+        )
+
+    def _requested_topic_metadata(
+        self, image: ClusterImage, request: p.MetadataRequest, wanted: p.MetadataRequestTopic
+    ) -> p.MetadataResponseTopic:
+        unknown = UnknownTopicOrPartitionError.code or -1
+        if wanted.name is None:
+            found = image.topic_by_id(wanted.topic_id)
+            if found is None:
+                return p.MetadataResponseTopic(None, unknown, wanted.topic_id)
+            return self._topic_metadata(image, found)
+        try:
+            validate_topic_name(wanted.name, internal_allowed=True)
+        except TierlogError as err:
+            return p.MetadataResponseTopic(wanted.name, _code(err))
+        found = image.topic(wanted.name)
+        if found is None:
+            if (
+                request.allow_auto_topic_creation
+                and self.config.get_bool("auto.create.topics.enable")
+                and not is_internal(wanted.name)
+            ):
+                try:
+                    found = self.controller.create_topic(wanted.name)
+                except TierlogError as err:
+                    return p.MetadataResponseTopic(wanted.name, _code(err))
+                return self._topic_metadata(self.controller.image(), found)
+            return p.MetadataResponseTopic(wanted.name, unknown)
+        return self._topic_metadata(image, found)
+
+    @staticmethod
+    def _topic_metadata(image: ClusterImage, topic: TopicImage) -> p.MetadataResponseTopic:
+        partitions = []
+        for index, reg in enumerate(topic.partitions):
+            partitions.append(
+                p.MetadataResponsePartition(
+                    index,
+                    error_code=(
+                        LeaderNotAvailableError.code or -1 if reg.leader == p.NO_LEADER else p.NONE
+                    ),
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    replica_nodes=reg.replicas,
+                    isr_nodes=reg.isr,
+                    offline_replicas=[r for r in reg.replicas if r not in image.live_brokers],
+                )
+            )
+        return p.MetadataResponseTopic(
+            topic.name,
+            topic_id=topic.topic_id,
+            is_internal=is_internal(topic.name),
+            partitions=partitions,
+        )
+
+    # --- DeleteRecords --------------------------------------------------------------------
+
+    def _delete_records(self, request: p.DeleteRecordsRequest) -> p.DeleteRecordsResponse:
+        image = self.controller.image()
+        topics = []
+        for topic in request.topics:
+            results = []
+            for part in topic.partitions:
+                try:
+                    partition = self._leader_partition(image, topic.name, part.partition_index)
+                    offset = part.offset
+                    if offset == -1:
+                        offset = partition.high_watermark
+                    if offset < 0:
+                        raise OffsetOutOfRangeError(f"cannot delete records before {offset}")
+                    low = partition.log.delete_records(offset)
+                    results.append(p.DeleteRecordsPartitionResult(part.partition_index, low))
+                except Exception as err:
+                    results.append(
+                        p.DeleteRecordsPartitionResult(part.partition_index, error_code=_code(err))
+                    )
+            topics.append(p.DeleteRecordsTopicResult(topic.name, results))
+        return p.DeleteRecordsResponse(topics)
+
+    # --- OffsetsForLeaderEpoch ------------------------------------------------------------
+
+    def _offsets_for_leader_epoch(
+        self, request: p.OffsetsForLeaderEpochRequest
+    ) -> p.OffsetsForLeaderEpochResponse:
+        image = self.controller.image()
+        topics = []
+        for topic in request.topics:
+            results = []
+            for part in topic.partitions:
+                try:
+                    partition = self._leader_partition(
+                        image, topic.topic, part.partition, part.current_leader_epoch
+                    )
+                    epoch, end = partition.log.end_offset_for_epoch(part.leader_epoch)
+                    results.append(
+                        p.EpochEndOffset(part.partition, leader_epoch=epoch, end_offset=end)
+                    )
+                except Exception as err:
+                    results.append(p.EpochEndOffset(part.partition, error_code=_code(err)))
+            topics.append(p.OffsetForLeaderTopicResult(topic.topic, results))
+        return p.OffsetsForLeaderEpochResponse(topics)
+
+    # --- WriteTxnMarkers ------------------------------------------------------------------
+
+    def _write_txn_markers(self, request: p.WriteTxnMarkersRequest) -> p.WriteTxnMarkersResponse:
+        image = self.controller.image()
+        markers = []
+        for marker in request.markers:
+            control = ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
+            records = build_control_batch(
+                control,
+                producer_id=marker.producer_id,
+                producer_epoch=marker.producer_epoch,
+                timestamp=int(time.time() * 1000),
+                coordinator_epoch=marker.coordinator_epoch,
+            )
+            topics = []
+            for topic in marker.topics:
+                results = []
+                for index in topic.partition_indexes:
+                    try:
+                        partition = self._leader_partition(image, topic.name, index)
+                        partition.append_records_to_leader(records, AppendOrigin.COORDINATOR)
+                        self._on_append(partition.topic_partition)
+                        results.append(p.WritableTxnMarkerPartitionResult(index))
+                    except Exception as err:
+                        results.append(p.WritableTxnMarkerPartitionResult(index, _code(err)))
+                topics.append(p.WritableTxnMarkerTopicResult(topic.name, results))
+            markers.append(p.WritableTxnMarkerResult(marker.producer_id, topics))
+        return p.WriteTxnMarkersResponse(markers)
+
+    # --- configs --------------------------------------------------------------------------
+
+    def _describe_configs(self, request: p.DescribeConfigsRequest) -> p.DescribeConfigsResponse:
+        image = self.controller.image()
+        results = []
+        for resource in request.resources:
+            try:
+                if resource.resource_type == p.ResourceType.TOPIC:
+                    validate_topic_name(resource.resource_name, internal_allowed=True)
+                    topic = image.topic(resource.resource_name)
+                    if topic is None:
+                        raise UnknownTopicOrPartitionError(
+                            f"unknown topic {resource.resource_name!r}"
+                        )
+                    entries = config_ops.describe_topic(
+                        topic.configs,
+                        self.config,
+                        self.controller.broker_configs(self.broker_id),
+                        resource.configuration_keys,
+                        include_synonyms=request.include_synonyms,
+                        include_documentation=request.include_documentation,
+                    )
+                elif resource.resource_type == p.ResourceType.BROKER:
+                    self._check_broker_resource(resource.resource_name)
+                    entries = config_ops.describe_broker(
+                        self.config,
+                        self.controller.broker_configs(self.broker_id),
+                        resource.configuration_keys,
+                        include_synonyms=request.include_synonyms,
+                        include_documentation=request.include_documentation,
+                    )
+                else:
+                    raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+                results.append(
+                    p.DescribeConfigsResult(
+                        resource.resource_type, resource.resource_name, configs=entries
+                    )
+                )
+            except Exception as err:
+                results.append(
+                    p.DescribeConfigsResult(
+                        resource.resource_type,
+                        resource.resource_name,
+                        error_code=_code(err),
+                        error_message=_message(err),
+                    )
+                )
+        return p.DescribeConfigsResponse(results)
+
+    def _check_broker_resource(self, name: str) -> None:
+        if name != str(self.broker_id):
+            raise InvalidRequestError(
+                f"broker resource {name!r} must name this broker ({self.broker_id}); send "
+                f"requests about another broker to that broker"
+            )
+
+    def _alter_configs(
+        self, request: p.IncrementalAlterConfigsRequest
+    ) -> p.IncrementalAlterConfigsResponse:
+        results = []
+        for resource in request.resources:
+            try:
+                names = [c.name for c in resource.configs]
+                if len(set(names)) != len(names):
+                    raise InvalidRequestError("a config name appears twice for one resource")
+                if resource.resource_type == p.ResourceType.TOPIC:
+                    validate_topic_name(resource.resource_name, internal_allowed=True)
+                    topic = self.controller.image().topic(resource.resource_name)
+                    if topic is None:
+                        raise UnknownTopicOrPartitionError(
+                            f"unknown topic {resource.resource_name!r}"
+                        )
+                    changes = config_ops.topic_changes(topic.configs, self.config, resource.configs)
+                    self.controller.alter_topic_configs(
+                        topic.name, changes, validate_only=request.validate_only
+                    )
+                elif resource.resource_type == p.ResourceType.BROKER:
+                    self._check_broker_resource(resource.resource_name)
+                    broker_changes = config_ops.broker_changes(self.config, resource.configs)
+                    update = config_ops.validated_broker_update(self.config, broker_changes)
+                    if not request.validate_only:
+                        self.config.update(update)
+                        self.controller.record_broker_configs(
+                            resource.resource_name, broker_changes
+                        )
+                else:
+                    raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+                results.append(
+                    p.AlterConfigsResourceResponse(resource.resource_type, resource.resource_name)
+                )
+            except Exception as err:
+                results.append(
+                    p.AlterConfigsResourceResponse(
+                        resource.resource_type,
+                        resource.resource_name,
+                        error_code=_code(err),
+                        error_message=_message(err),
+                    )
+                )
+        return p.IncrementalAlterConfigsResponse(results)
+
+    # --- controller requests --------------------------------------------------------------
+
+    def _leader_and_isr(self, request: p.LeaderAndIsrRequest) -> p.LeaderAndIsrResponse:
+        topic_ids = dict(request.topic_ids)
+        errors = []
+        wanted: set[TopicPartition] = set()
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic_name, state.partition_index)
+            wanted.add(tp)
+            code = p.NONE
+            try:
+                topic_id = topic_ids[state.topic_name]
+                partition = self._get_or_create_partition(tp, topic_id)
+                if partition.is_stale_leader_and_isr(state):
+                    log.info("broker %d: ignoring stale LeaderAndIsr for %s", self.broker_id, tp)
+                elif state.leader == self.broker_id:
+                    partition.make_leader(state, topic_id)
+                else:
+                    partition.make_follower(state, topic_id)
+            except Exception as err:
+                log.exception("broker %d: LeaderAndIsr for %s failed", self.broker_id, tp)
+                code = _code(err)
+            errors.append(p.LeaderAndIsrPartitionError(tp.topic, tp.partition, code))
+            self._on_append(tp)
+        if request.type == p.LEADER_AND_ISR_FULL:
+            with self._lock:
+                strays = [tp for tp in self._partitions if tp not in wanted]
+            for tp in strays:
+                self._remove_partition(tp, delete=True)
+        return p.LeaderAndIsrResponse(partition_errors=errors)
+
+    def _stop_replica(self, request: p.StopReplicaRequest) -> p.StopReplicaResponse:
+        errors = []
+        for state in request.partition_states:
+            tp = TopicPartition(state.topic_name, state.partition_index)
+            code = p.NONE
+            try:
+                self._remove_partition(tp, delete=state.delete_partition)
+            except Exception as err:
+                code = _code(err)
+            errors.append(p.StopReplicaPartitionError(tp.topic, tp.partition, code))
+        return p.StopReplicaResponse(partition_errors=errors)
+
+    def _remove_partition(self, tp: TopicPartition, *, delete: bool) -> None:
+        with self._lock:
+            partition = self._partitions.pop(tp, None)
+        if partition is None:
+            return
+        if delete:
+            log.info("broker %d: deleting %s", self.broker_id, partition.directory)
+            partition.delete()
+        else:
+            partition.close()
+        self._on_append(tp)

@@ -1,0 +1,562 @@
+"""The controller: the one place that decides topics, replica placement, leaders and epochs.
+
+It creates and deletes topics (fresh ``Uuid`` topic ids, replicas placed round-robin over the
+live brokers), elects leaders (the first live in-sync replica), bumps leader epochs on every
+leader change, and tells brokers what to host through the transport: ``LeaderAndIsr`` to lead or
+follow, ``StopReplica`` to stop (and delete) replicas. Everything it decides is written
+atomically to a JSON file in the data dir before anyone is told, so a restarted cluster comes
+back with the same topics, ids, configs and epochs. Brokers read the published
+:class:`~tierlog.server.image.ClusterImage` and are told of each new one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import attrs
+
+from ..config import BrokerConfig, resolve_topic_config
+from ..config.topic import TOPIC_CONFIG
+from ..errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    KafkaStorageError,
+    TierlogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from ..log.checkpoint import write_atomically
+from ..model import ZERO_UUID, TopicPartition, Uuid
+from . import protocol as p
+from .image import ClusterImage, PartitionRegistration, TopicImage
+from .topics import collision_key, validate_topic_name
+from .transport import Transport
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "cluster-metadata.json"
+_FORMAT_VERSION = 1
+
+ImageListener = Callable[[ClusterImage], None]
+
+
+class Controller:
+    """Cluster metadata and the decisions about it; thread-safe (one lock, short sections)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata_dir: Path,
+        transport: Transport,
+        broker_ids: Iterable[int],
+    ) -> None:
+        self.config = config
+        self._path = Path(metadata_dir) / METADATA_FILE
+        self._transport = transport
+        self._all_brokers = tuple(sorted(broker_ids))
+        self._lock = threading.RLock()
+        self._listeners: list[ImageListener] = []
+        self._live: set[int] = set()
+        self._topics: dict[str, TopicImage] = {}
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self._cluster_id = str(config.get_str("cluster.id") or Uuid.random())
+        self._controller_epoch = 0
+        self._load()
+        self._controller_epoch += 1
+        self._persist()
+        self._image = self._build_image()
+
+    # --- persistence ----------------------------------------------------------------------
+
+    def _load(self) -> None:
+        try:
+            raw = self._path.read_bytes()
+        except FileNotFoundError:
+            return
+        try:
+            data = json.loads(raw)
+        except ValueError as err:
+            raise KafkaStorageError(f"{self._path} is not valid cluster metadata: {err}") from err
+        if data.get("version") != _FORMAT_VERSION:
+            raise KafkaStorageError(f"{self._path}: unknown metadata format {data.get('version')}")
+        configured = self.config.get_str("cluster.id")
+        if configured and configured != data["cluster_id"]:
+            raise InvalidConfigError(
+                f"cluster.id = {configured!r}, but the data in {self._path.parent.parent} "
+                f"belongs to cluster {data['cluster_id']!r}",
+                key="cluster.id",
+                value=configured,
+            )
+        self._cluster_id = str(data["cluster_id"])
+        self._controller_epoch = int(data["controller_epoch"])
+        # Nobody leads until its broker registers again; the election then bumps the epoch.
+        self._topics = {}
+        for name, topic_data in data["topics"].items():
+            topic = TopicImage.from_json(name, topic_data)
+            offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
+            self._topics[name] = attrs.evolve(topic, partitions=offline)
+        self._broker_configs = {
+            str(k): {str(n): str(v) for n, v in values.items()}
+            for k, values in data.get("broker_configs", {}).items()
+        }
+
+    def _persist(self) -> None:
+        data = {
+            "version": _FORMAT_VERSION,
+            "cluster_id": self._cluster_id,
+            "controller_epoch": self._controller_epoch,
+            "topics": {name: topic.to_json() for name, topic in sorted(self._topics.items())},
+            "broker_configs": self._broker_configs,
+        }
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+
+    # --- the image ------------------------------------------------------------------------
+
+    @property
+    def controller_id(self) -> int:
+        """The lowest live broker id, as the broker that would win a controller election."""
+        with self._lock:
+            return min(self._live) if self._live else p.NO_LEADER
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def image(self) -> ClusterImage:
+        return self._image
+
+    def subscribe(self, listener: ImageListener) -> Callable[[], None]:
+        """Calls ``listener(image)`` after each change; returns an unsubscribe function."""
+        with self._lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def _build_image(self) -> ClusterImage:
+        return ClusterImage(
+            cluster_id=self._cluster_id,
+            controller_id=min(self._live) if self._live else p.NO_LEADER,
+            controller_epoch=self._controller_epoch,
+            live_brokers=frozenset(self._live),
+            topics=self._topics,
+            broker_configs={k: dict(v) for k, v in self._broker_configs.items()},
+        )
+
+    def _commit(self) -> ClusterImage:
+        """Persists, then publishes the new image; call with the lock held."""
+        self._persist()
+        self._image = image = self._build_image()
+        for listener in list(self._listeners):
+            try:
+                listener(image)
+            except Exception:
+                log.exception("metadata listener %r failed", listener)
+        return image
+
+    # --- brokers --------------------------------------------------------------------------
+
+    def register_broker(self, broker_id: int) -> None:
+        """A broker is serving: tell it everything it hosts, and let it lead where it can."""
+        with self._lock:
+            self._live.add(broker_id)
+            changed = self._elect_leaders(lambda reg: reg.leader == p.NO_LEADER)
+            self._commit()
+            self._send_full_state(broker_id)
+            self._send_leader_and_isr(changed, exclude={broker_id})
+
+    def unregister_broker(self, broker_id: int) -> None:
+        """A broker stops (controlled shutdown or failure): move leadership away from it."""
+        with self._lock:
+            self._live.discard(broker_id)
+            changed = self._elect_leaders(lambda reg: reg.leader == broker_id)
+            self._commit()
+            self._send_leader_and_isr(changed)
+
+    def _elect_leaders(
+        self, needs_election: Callable[[PartitionRegistration], bool]
+    ) -> list[TopicPartition]:
+        """Re-elects where ``needs_election``; returns the partitions whose leader changed."""
+        unclean = self.config.get_bool("unclean.leader.election.enable")
+        changed: list[TopicPartition] = []
+        for name, topic in list(self._topics.items()):
+            partitions = list(topic.partitions)
+            for index, reg in enumerate(partitions):
+                if not needs_election(reg):
+                    continue
+                leader = next((b for b in reg.isr if b in self._live), p.NO_LEADER)
+                if leader == p.NO_LEADER and unclean:
+                    leader = next((b for b in reg.replicas if b in self._live), p.NO_LEADER)
+                if leader == reg.leader:
+                    continue
+                isr = reg.isr if leader == p.NO_LEADER or leader in reg.isr else (leader,)
+                partitions[index] = PartitionRegistration(
+                    replicas=reg.replicas,
+                    isr=isr,
+                    leader=leader,
+                    leader_epoch=reg.leader_epoch + 1,
+                    partition_epoch=reg.partition_epoch + 1,
+                )
+                changed.append(TopicPartition(name, index))
+            self._topics[name] = TopicImage(
+                name, topic.topic_id, tuple(partitions), configs=topic.configs
+            )
+        return changed
+
+    def _state_of(
+        self, tp: TopicPartition, *, is_new: bool = False
+    ) -> p.LeaderAndIsrPartitionState:
+        reg = self._topics[tp.topic].partitions[tp.partition]
+        return p.LeaderAndIsrPartitionState(
+            topic_name=tp.topic,
+            partition_index=tp.partition,
+            leader=reg.leader,
+            leader_epoch=reg.leader_epoch,
+            isr=reg.isr,
+            partition_epoch=reg.partition_epoch,
+            replicas=reg.replicas,
+            is_new=is_new,
+        )
+
+    def _send_full_state(self, broker_id: int) -> None:
+        states = [
+            self._state_of(TopicPartition(name, index))
+            for name, topic in self._topics.items()
+            for index, reg in enumerate(topic.partitions)
+            if broker_id in reg.replicas
+        ]
+        self._send(broker_id, states, full=True)
+
+    def _send_leader_and_isr(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        exclude: Iterable[int] = (),
+        is_new: bool = False,
+    ) -> None:
+        skipped = set(exclude)
+        by_broker: dict[int, list[p.LeaderAndIsrPartitionState]] = {}
+        for tp in partitions:
+            state = self._state_of(tp, is_new=is_new)
+            for replica in state.replicas:
+                if replica in self._live and replica not in skipped:
+                    by_broker.setdefault(replica, []).append(state)
+        for broker_id, states in sorted(by_broker.items()):
+            self._send(broker_id, states, full=False)
+
+    def _send(
+        self, broker_id: int, states: list[p.LeaderAndIsrPartitionState], *, full: bool
+    ) -> None:
+        topics = {s.topic_name for s in states}
+        request = p.LeaderAndIsrRequest(
+            controller_id=self.controller_id,
+            controller_epoch=self._controller_epoch,
+            partition_states=states,
+            topic_ids=tuple(sorted((t, self._topics[t].topic_id) for t in topics)),
+            live_leaders=tuple(sorted(self._live)),
+            type=p.LEADER_AND_ISR_FULL if full else p.LEADER_AND_ISR_INCREMENTAL,
+        )
+        try:
+            response = self._transport.send(broker_id, request)
+        except TierlogError as err:
+            # The broker re-syncs from a full LeaderAndIsr when it registers again.
+            log.warning("LeaderAndIsr to broker %d failed: %s", broker_id, err)
+            return
+        for error in response.partition_errors:
+            if error.error_code != p.NONE:
+                log.warning(
+                    "broker %d could not apply LeaderAndIsr for %s-%d: error %d",
+                    broker_id,
+                    error.topic_name,
+                    error.partition_index,
+                    error.error_code,
+                )
+
+    # --- topics ---------------------------------------------------------------------------
+
+    def create_topics(self, request: p.CreateTopicsRequest) -> p.CreateTopicsResponse:
+        """CreateTopics: each topic is checked completely before anything is written."""
+        counts: dict[str, int] = {}
+        for topic in request.topics:
+            counts[topic.name] = counts.get(topic.name, 0) + 1
+        results = []
+        with self._lock:
+            created: list[TopicPartition] = []
+            for topic in request.topics:
+                if counts[topic.name] > 1:
+                    results.append(
+                        p.CreatableTopicResult(
+                            topic.name,
+                            error_code=InvalidRequestError.code,
+                            error_message=f"topic {topic.name!r} appears more than once",
+                        )
+                    )
+                    continue
+                try:
+                    image = self._plan_topic(topic)
+                except TierlogError as err:
+                    results.append(
+                        p.CreatableTopicResult(
+                            topic.name, error_code=err.code or -1, error_message=str(err)
+                        )
+                    )
+                    continue
+                if not request.validate_only:
+                    self._topics[image.name] = image
+                    created.extend(image.topic_partitions())
+                results.append(self._created_result(image, request.validate_only))
+            if created:
+                self._commit()
+                self._send_leader_and_isr(created, is_new=True)
+        return p.CreateTopicsResponse(results)
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        internal: bool = False,
+    ) -> TopicImage:
+        """Creates one topic for the runtime itself (internal names allowed); raises on error."""
+        topic = p.CreatableTopic(
+            name,
+            num_partitions,
+            replication_factor,
+            configs=[p.CreatableTopicConfig(k, v) for k, v in (configs or {}).items()],
+        )
+        with self._lock:
+            image = self._plan_topic(topic, internal_allowed=internal)
+            self._topics[name] = image
+            self._commit()
+            self._send_leader_and_isr(image.topic_partitions(), is_new=True)
+            return image
+
+    def _plan_topic(self, topic: p.CreatableTopic, *, internal_allowed: bool = False) -> TopicImage:
+        name = validate_topic_name(topic.name, internal_allowed=internal_allowed)
+        if name in self._topics:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        clash = next((t for t in self._topics if collision_key(t) == collision_key(name)), None)
+        if clash is not None:
+            raise InvalidTopicError(
+                f"topic {name!r} collides with existing topic {clash!r}: '.' and '_' are the "
+                f"same in metric names"
+            )
+        configs: dict[str, str] = {}
+        for entry in topic.configs:
+            if entry.value is None:
+                raise InvalidConfigError(f"{entry.name}: a null value", key=entry.name)
+            if entry.name in configs:
+                raise InvalidRequestError(f"config {entry.name!r} is given twice")
+            configs[entry.name] = entry.value
+        resolve_topic_config(configs, self.config)
+        live = sorted(self._live)
+        if topic.assignments:
+            if topic.num_partitions != -1 or topic.replication_factor != -1:
+                raise InvalidRequestError(
+                    "give either assignments or num_partitions/replication_factor, not both"
+                )
+            assignment = self._check_assignments(topic.assignments)
+        else:
+            partitions = topic.num_partitions
+            if partitions == -1:
+                partitions = self.config.get_int("num.partitions")
+            if partitions <= 0:
+                raise InvalidPartitionsError(
+                    f"number of partitions must be larger than 0, got {topic.num_partitions}"
+                )
+            factor = topic.replication_factor
+            if factor == -1:
+                factor = self.config.get_int("default.replication.factor")
+            if factor <= 0:
+                raise InvalidReplicationFactorError(
+                    f"replication factor must be larger than 0, got {topic.replication_factor}"
+                )
+            if factor > len(live):
+                raise InvalidReplicationFactorError(
+                    f"replication factor {factor} is larger than the {len(live)} available brokers"
+                )
+            start = sum(len(t.partitions) for t in self._topics.values())
+            assignment = [
+                tuple(live[(start + index + j) % len(live)] for j in range(factor))
+                for index in range(partitions)
+            ]
+        registrations = []
+        for replicas in assignment:
+            leader = next((b for b in replicas if b in self._live), p.NO_LEADER)
+            # Only the leader holds data until replication exists, so it alone is in sync.
+            registrations.append(
+                PartitionRegistration(
+                    replicas=replicas,
+                    isr=(leader,) if leader >= 0 else replicas,
+                    leader=leader,
+                )
+            )
+        topic_id = Uuid.random()
+        while any(t.topic_id == topic_id for t in self._topics.values()):
+            topic_id = Uuid.random()
+        return TopicImage(name, topic_id, tuple(registrations), configs=configs)
+
+    def _check_assignments(
+        self, assignments: tuple[p.CreatableReplicaAssignment, ...]
+    ) -> list[tuple[int, ...]]:
+        by_index = {a.partition_index: a.broker_ids for a in assignments}
+        if sorted(by_index) != list(range(len(assignments))):
+            raise InvalidPartitionsError(
+                "assignments must number partitions 0.. without gaps or repeats"
+            )
+        sizes = {len(ids) for ids in by_index.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise InvalidReplicationFactorError(
+                "every partition needs the same, non-zero number of replicas"
+            )
+        for index, ids in by_index.items():
+            if len(set(ids)) != len(ids):
+                raise InvalidRequestError(f"partition {index} lists a broker twice: {ids}")
+            unknown = [b for b in ids if b not in self._all_brokers]
+            if unknown:
+                raise InvalidRequestError(f"partition {index} names unknown brokers {unknown}")
+        return [tuple(by_index[i]) for i in range(len(by_index))]
+
+    def _created_result(self, image: TopicImage, validate_only: bool) -> p.CreatableTopicResult:
+        resolved = resolve_topic_config(image.configs, self.config)
+        configs = []
+        for key in TOPIC_CONFIG:
+            value = resolved.values[key.name]
+            overridden = key.name in resolved.overrides
+            configs.append(
+                p.CreatableTopicConfigs(
+                    name=key.name,
+                    value=None if key.secret else key.show(value),
+                    read_only=False,
+                    config_source=p.ConfigSource.TOPIC_CONFIG
+                    if overridden
+                    else p.ConfigSource.DEFAULT_CONFIG,
+                    is_sensitive=key.secret,
+                )
+            )
+        return p.CreatableTopicResult(
+            name=image.name,
+            topic_id=ZERO_UUID if validate_only else image.topic_id,
+            num_partitions=len(image.partitions),
+            replication_factor=len(image.partitions[0].replicas),
+            configs=configs,
+        )
+
+    def delete_topics(self, request: p.DeleteTopicsRequest) -> p.DeleteTopicsResponse:
+        """DeleteTopics by name or id: stop every replica and delete its directory."""
+        wanted: list[tuple[str | None, Uuid]] = [(n, ZERO_UUID) for n in request.topic_names]
+        wanted.extend((t.name, t.topic_id) for t in request.topics)
+        results = []
+        with self._lock:
+            doomed: list[TopicImage] = []
+            for name, topic_id in wanted:
+                topic = self._find(name, topic_id)
+                if topic is None or topic in doomed:
+                    results.append(
+                        p.DeletableTopicResult(
+                            name,
+                            topic_id,
+                            error_code=UnknownTopicOrPartitionError.code,
+                            error_message=f"unknown topic {name or topic_id}",
+                        )
+                    )
+                    continue
+                doomed.append(topic)
+                results.append(p.DeletableTopicResult(topic.name, topic.topic_id))
+            if doomed:
+                for topic in doomed:
+                    del self._topics[topic.name]
+                self._commit()
+                self._stop_replicas(doomed)
+        return p.DeleteTopicsResponse(results)
+
+    def _find(self, name: str | None, topic_id: Uuid) -> TopicImage | None:
+        if name:
+            topic = self._topics.get(name)
+            if topic is not None and topic_id not in (ZERO_UUID, topic.topic_id):
+                return None
+            return topic
+        return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
+
+    def _stop_replicas(self, topics: Iterable[TopicImage]) -> None:
+        by_broker: dict[int, list[p.StopReplicaPartitionState]] = {}
+        for topic in topics:
+            for index, reg in enumerate(topic.partitions):
+                state = p.StopReplicaPartitionState(
+                    topic.name, index, leader_epoch=reg.leader_epoch, delete_partition=True
+                )
+                for replica in reg.replicas:
+                    if replica in self._live:
+                        by_broker.setdefault(replica, []).append(state)
+        for broker_id, states in sorted(by_broker.items()):
+            request = p.StopReplicaRequest(self.controller_id, self._controller_epoch, states)
+            try:
+                self._transport.send(broker_id, request)
+            except TierlogError as err:
+                # A broker that missed it deletes the strays on its next full LeaderAndIsr.
+                log.warning("StopReplica to broker %d failed: %s", broker_id, err)
+
+    # --- configs --------------------------------------------------------------------------
+
+    def alter_topic_configs(
+        self, name: str, changes: Mapping[str, str | None], *, validate_only: bool = False
+    ) -> None:
+        """Sets (or, with None, removes) topic overrides; validated, persisted, then published."""
+        with self._lock:
+            topic = self._topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            current = resolve_topic_config(topic.configs, self.config)
+            current.with_changes(dict(changes), self.config)
+            updated = dict(topic.configs)
+            canonical = TOPIC_CONFIG.canonicalize(dict(changes))
+            for key, value in canonical.items():
+                for synonym in TOPIC_CONFIG[key].synonyms:
+                    updated.pop(synonym, None)
+                if value is None:
+                    updated.pop(key, None)
+                else:
+                    updated[key] = str(value)
+            if validate_only:
+                return
+            self._topics[name] = TopicImage(name, topic.topic_id, topic.partitions, configs=updated)
+            self._commit()
+
+    def record_broker_configs(self, resource: str, changes: Mapping[str, str | None]) -> None:
+        """Persists dynamic broker configs (already applied and validated by the broker)."""
+        with self._lock:
+            stored = self._broker_configs.setdefault(resource, {})
+            for key, value in changes.items():
+                if value is None:
+                    stored.pop(key, None)
+                else:
+                    stored[key] = value
+            if not stored:
+                del self._broker_configs[resource]
+            self._commit()
+
+    def broker_configs(self, broker_id: int) -> dict[str, str]:
+        """The dynamic configs stored for ``broker_id``, over the cluster-wide defaults."""
+        with self._lock:
+            return {
+                **self._broker_configs.get("", {}),
+                **self._broker_configs.get(str(broker_id), {}),
+            }
+
+    def live_brokers(self) -> frozenset[int]:
+        with self._lock:
+            return frozenset(self._live)

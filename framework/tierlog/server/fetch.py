@@ -1,0 +1,144 @@
+"""Fetch: reading many partitions under one byte budget, and waiting for ``min_bytes``.
+
+Kafka's rules, kept exactly: partitions are read in request order; each reads at most
+``min(partition_max_bytes, bytes left of max_bytes)``; the first partition that returns data
+may return one whole batch larger than that ("at least one batch", so a consumer never gets
+stuck behind a big batch), later ones may not. A failing partition gets its own error code and
+never stops the others. A fetch that found fewer than ``min_bytes`` and no error waits in the
+fetch purgatory until an append brings enough data or ``max_wait_ms`` passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from ..errors import TierlogError, UnknownServerError
+from ..log import FetchIsolation
+from ..model import TopicPartition, Uuid
+from . import protocol as p
+from .partition import Partition
+from .purgatory import DelayedOperation
+
+PartitionLookup = Callable[[TopicPartition, p.FetchPartition], Partition]
+"""Finds the replica to read and checks the caller may read it (raises a TierlogError)."""
+
+
+@attrs.frozen
+class ResolvedFetchTopic:
+    """A requested topic with its name and id both known, or the error that says why not."""
+
+    name: str
+    topic_id: Uuid
+    partitions: tuple[p.FetchPartition, ...]
+    error_code: int = p.NONE
+
+
+@attrs.frozen
+class FetchOutcome:
+    response: p.FetchResponse
+    bytes_read: int
+    has_error: bool
+
+
+def isolation_for(replica_id: int, isolation_level: int) -> FetchIsolation:
+    if replica_id >= 0:
+        return FetchIsolation.LOG_END
+    if isolation_level == p.IsolationLevel.READ_COMMITTED:
+        return FetchIsolation.TXN_COMMITTED
+    return FetchIsolation.HIGH_WATERMARK
+
+
+def read_partitions(
+    request: p.FetchRequest,
+    topics: list[ResolvedFetchTopic],
+    lookup: PartitionLookup,
+) -> FetchOutcome:
+    """Reads every requested partition once; never raises for one partition's failure."""
+    isolation = isolation_for(request.replica_id, request.isolation_level)
+    limit = max(0, request.max_bytes)
+    min_one_message = True
+    total = 0
+    has_error = False
+    responses = []
+    for topic in topics:
+        results = []
+        for fetch in topic.partitions:
+            if topic.error_code != p.NONE:
+                results.append(p.FetchPartitionData(fetch.partition, error_code=topic.error_code))
+                has_error = True
+                continue
+            tp = TopicPartition(topic.name, fetch.partition)
+            try:
+                partition = lookup(tp, fetch)
+                data = partition.read(
+                    fetch.fetch_offset,
+                    min(fetch.partition_max_bytes, limit),
+                    isolation,
+                    min_one_message=min_one_message,
+                )
+                size = data.size_in_bytes
+                if size:
+                    min_one_message = False
+                limit = max(0, limit - size)
+                total += size
+                aborted = None
+                if data.aborted_transactions is not None:
+                    aborted = [
+                        p.AbortedTransaction(a.producer_id, a.first_offset)
+                        for a in data.aborted_transactions
+                    ]
+                results.append(
+                    p.FetchPartitionData(
+                        fetch.partition,
+                        high_watermark=partition.high_watermark,
+                        last_stable_offset=partition.last_stable_offset,
+                        log_start_offset=partition.log_start_offset,
+                        aborted_transactions=aborted,
+                        records=data.records,
+                    )
+                )
+            except Exception as err:
+                has_error = True
+                results.append(p.FetchPartitionData(fetch.partition, error_code=_code(err)))
+        responses.append(p.FetchableTopicResponse(topic.name, results, topic_id=topic.topic_id))
+    return FetchOutcome(p.FetchResponse(responses), total, has_error)
+
+
+def _code(err: BaseException) -> int:
+    if isinstance(err, TierlogError) and err.code is not None:
+        return err.code
+    code = UnknownServerError.code
+    assert code is not None
+    return code
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch parked until ``min_bytes`` are available, an error shows up, or time is up."""
+
+    def __init__(self, delay_ms: int, min_bytes: int, read: Callable[[], FetchOutcome]) -> None:
+        super().__init__(delay_ms)
+        self._min_bytes = min_bytes
+        self._read = read
+        self._outcome: FetchOutcome | None = None
+
+    def try_complete(self) -> bool:
+        outcome = self._read()
+        if outcome.bytes_read < self._min_bytes and not outcome.has_error:
+            return False
+        with self._lock:
+            if self.is_completed:
+                return False
+            self._outcome = outcome
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        if self._outcome is None:
+            self._outcome = self._read()
+
+    @property
+    def response(self) -> p.FetchResponse:
+        if self._outcome is None:
+            raise RuntimeError("the delayed fetch has not completed")
+        return self._outcome.response

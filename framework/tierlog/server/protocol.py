@@ -1,0 +1,813 @@
+"""The broker's requests and responses, field for field as in Kafka's protocol.
+
+Every class mirrors one Kafka message (``clients/src/main/resources/common/message/*.json``) with
+the field names in snake_case, so a Kafka wire front end is a pure codec on top of these and a
+Kafka operator reads them without a glossary. Record sets are raw bytes (concatenated record
+batches v2); error codes are ints, taken from :mod:`tierlog.errors` (``SomeError.code``), 0 for
+none. Sequences are tuples so messages stay frozen and hashable; any iterable is accepted.
+
+What is left out on purpose: fetch sessions (every fetch is a full fetch, ``session_id`` 0),
+rack awareness and authorized-operations bitmaps, which no part of tierlog uses yet.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import attrs
+
+from ..model import ZERO_UUID, Uuid
+
+
+def _tuple(items: Iterable[Any]) -> tuple[Any, ...]:
+    # Not generic on purpose: mypy's attrs plugin cannot bind a generic converter's type variable.
+    return tuple(items)
+
+
+def _optional_tuple(items: Iterable[Any] | None) -> tuple[Any, ...] | None:
+    return None if items is None else tuple(items)
+
+
+def _bytes(data: bytes | bytearray | memoryview) -> bytes:
+    return bytes(data)
+
+
+NONE: int = 0
+"""The error code meaning success."""
+
+CONSUMER_REPLICA_ID: int = -1
+"""``replica_id`` of an ordinary client; brokers send their own id."""
+
+NO_LEADER: int = -1
+UNKNOWN_OFFSET: int = -1
+UNKNOWN_EPOCH: int = -1
+NO_TIMESTAMP: int = -1
+
+
+class IsolationLevel(enum.IntEnum):
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+class Acks(enum.IntEnum):
+    NONE = 0
+    LEADER = 1
+    ALL = -1
+
+
+class OffsetSpec(enum.IntEnum):
+    """The special ``timestamp`` values of a list-offsets partition (KIP-734, KIP-1005)."""
+
+    LATEST = -1
+    EARLIEST = -2
+    MAX_TIMESTAMP = -3
+    EARLIEST_LOCAL = -4
+    LATEST_TIERED = -5
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a described config value comes from (``DescribeConfigsResponse.config_source``)."""
+
+    UNKNOWN = 0
+    TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class ConfigType(enum.IntEnum):
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class AlterConfigOp(enum.IntEnum):
+    """``IncrementalAlterConfigsRequest`` operation types."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+# --- Produce (api key 0) -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class PartitionProduceData:
+    index: int
+    records: bytes = attrs.field(converter=_bytes, repr=lambda r: f"<{len(r)} bytes>")
+
+
+@attrs.frozen
+class TopicProduceData:
+    name: str
+    partition_data: tuple[PartitionProduceData, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ProduceRequest:
+    API_KEY: ClassVar[int] = 0
+
+    acks: int
+    timeout_ms: int
+    topic_data: tuple[TopicProduceData, ...] = attrs.field(converter=_tuple)
+    transactional_id: str | None = None
+
+
+@attrs.frozen
+class BatchIndexAndErrorMessage:
+    batch_index: int
+    batch_index_error_message: str | None = None
+
+
+@attrs.frozen
+class PartitionProduceResponse:
+    index: int
+    error_code: int = NONE
+    base_offset: int = UNKNOWN_OFFSET
+    log_append_time_ms: int = NO_TIMESTAMP
+    log_start_offset: int = UNKNOWN_OFFSET
+    record_errors: tuple[BatchIndexAndErrorMessage, ...] = attrs.field(default=(), converter=_tuple)
+    error_message: str | None = None
+
+
+@attrs.frozen
+class TopicProduceResponse:
+    name: str
+    partition_responses: tuple[PartitionProduceResponse, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ProduceResponse:
+    """With ``acks=0`` Kafka sends no response; tierlog answers with an empty one."""
+
+    responses: tuple[TopicProduceResponse, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- Fetch (api key 1) -------------------------------------------------------------------------
+
+
+@attrs.frozen
+class FetchPartition:
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = UNKNOWN_EPOCH
+    last_fetched_epoch: int = UNKNOWN_EPOCH
+    log_start_offset: int = UNKNOWN_OFFSET
+
+
+@attrs.frozen
+class FetchTopic:
+    topic: str
+    partitions: tuple[FetchPartition, ...] = attrs.field(converter=_tuple)
+    topic_id: Uuid = ZERO_UUID
+
+
+@attrs.frozen
+class FetchRequest:
+    API_KEY: ClassVar[int] = 1
+
+    topics: tuple[FetchTopic, ...] = attrs.field(converter=_tuple)
+    replica_id: int = CONSUMER_REPLICA_ID
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 52_428_800
+    isolation_level: int = IsolationLevel.READ_UNCOMMITTED
+    session_id: int = 0
+    session_epoch: int = -1
+
+
+@attrs.frozen
+class AbortedTransaction:
+    producer_id: int
+    first_offset: int
+
+
+@attrs.frozen
+class EpochEndOffset:
+    """Also the per-partition result of OffsetsForLeaderEpoch."""
+
+    partition: int
+    error_code: int = NONE
+    leader_epoch: int = UNKNOWN_EPOCH
+    end_offset: int = UNKNOWN_OFFSET
+
+
+@attrs.frozen
+class LeaderIdAndEpoch:
+    leader_id: int = NO_LEADER
+    leader_epoch: int = UNKNOWN_EPOCH
+
+
+@attrs.frozen
+class FetchPartitionData:
+    partition_index: int
+    error_code: int = NONE
+    high_watermark: int = UNKNOWN_OFFSET
+    last_stable_offset: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
+    diverging_epoch: EpochEndOffset | None = None
+    current_leader: LeaderIdAndEpoch | None = None
+    aborted_transactions: tuple[AbortedTransaction, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+    preferred_read_replica: int = -1
+    records: bytes = attrs.field(default=b"", converter=_bytes, repr=lambda r: f"<{len(r)} bytes>")
+
+
+@attrs.frozen
+class FetchableTopicResponse:
+    topic: str
+    partitions: tuple[FetchPartitionData, ...] = attrs.field(converter=_tuple)
+    topic_id: Uuid = ZERO_UUID
+
+
+@attrs.frozen
+class FetchResponse:
+    responses: tuple[FetchableTopicResponse, ...] = attrs.field(converter=_tuple)
+    error_code: int = NONE
+    throttle_time_ms: int = 0
+    session_id: int = 0
+
+
+# --- ListOffsets (api key 2) -------------------------------------------------------------------
+
+
+@attrs.frozen
+class ListOffsetsPartition:
+    """``timestamp`` is a time in ms or one of :class:`OffsetSpec`."""
+
+    partition_index: int
+    timestamp: int
+    current_leader_epoch: int = UNKNOWN_EPOCH
+
+
+@attrs.frozen
+class ListOffsetsTopic:
+    name: str
+    partitions: tuple[ListOffsetsPartition, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ListOffsetsRequest:
+    API_KEY: ClassVar[int] = 2
+
+    topics: tuple[ListOffsetsTopic, ...] = attrs.field(converter=_tuple)
+    replica_id: int = CONSUMER_REPLICA_ID
+    isolation_level: int = IsolationLevel.READ_UNCOMMITTED
+
+
+@attrs.frozen
+class ListOffsetsPartitionResponse:
+    partition_index: int
+    error_code: int = NONE
+    timestamp: int = NO_TIMESTAMP
+    offset: int = UNKNOWN_OFFSET
+    leader_epoch: int = UNKNOWN_EPOCH
+
+
+@attrs.frozen
+class ListOffsetsTopicResponse:
+    name: str
+    partitions: tuple[ListOffsetsPartitionResponse, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ListOffsetsResponse:
+    topics: tuple[ListOffsetsTopicResponse, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- Metadata (api key 3) ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class MetadataRequestTopic:
+    name: str | None
+    topic_id: Uuid = ZERO_UUID
+
+
+@attrs.frozen
+class MetadataRequest:
+    """``topics=None`` asks for every topic, an empty tuple for none (brokers only)."""
+
+    API_KEY: ClassVar[int] = 3
+
+    topics: tuple[MetadataRequestTopic, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+    allow_auto_topic_creation: bool = False
+
+
+@attrs.frozen
+class MetadataResponseBroker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen
+class MetadataResponsePartition:
+    partition_index: int
+    error_code: int = NONE
+    leader_id: int = NO_LEADER
+    leader_epoch: int = UNKNOWN_EPOCH
+    replica_nodes: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    isr_nodes: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    offline_replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class MetadataResponseTopic:
+    name: str | None
+    error_code: int = NONE
+    topic_id: Uuid = ZERO_UUID
+    is_internal: bool = False
+    partitions: tuple[MetadataResponsePartition, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class MetadataResponse:
+    brokers: tuple[MetadataResponseBroker, ...] = attrs.field(converter=_tuple)
+    cluster_id: str | None
+    controller_id: int
+    topics: tuple[MetadataResponseTopic, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- CreateTopics (api key 19) -----------------------------------------------------------------
+
+
+@attrs.frozen
+class CreatableReplicaAssignment:
+    partition_index: int
+    broker_ids: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class CreatableTopicConfig:
+    name: str
+    value: str | None
+
+
+@attrs.frozen
+class CreatableTopic:
+    """``num_partitions``/``replication_factor`` of -1 take the broker defaults
+    (``num.partitions``, ``default.replication.factor``); ``assignments`` excludes both."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: tuple[CreatableReplicaAssignment, ...] = attrs.field(default=(), converter=_tuple)
+    configs: tuple[CreatableTopicConfig, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class CreateTopicsRequest:
+    API_KEY: ClassVar[int] = 19
+
+    topics: tuple[CreatableTopic, ...] = attrs.field(converter=_tuple)
+    timeout_ms: int = 30_000
+    validate_only: bool = False
+
+
+@attrs.frozen
+class CreatableTopicConfigs:
+    name: str
+    value: str | None
+    read_only: bool = False
+    config_source: int = ConfigSource.UNKNOWN
+    is_sensitive: bool = False
+
+
+@attrs.frozen
+class CreatableTopicResult:
+    name: str
+    topic_id: Uuid = ZERO_UUID
+    error_code: int = NONE
+    error_message: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: tuple[CreatableTopicConfigs, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+
+
+@attrs.frozen
+class CreateTopicsResponse:
+    topics: tuple[CreatableTopicResult, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- DeleteTopics (api key 20) -----------------------------------------------------------------
+
+
+@attrs.frozen
+class DeleteTopicState:
+    """A topic to delete by name or, with ``name=None``, by id (DeleteTopics v6)."""
+
+    name: str | None
+    topic_id: Uuid = ZERO_UUID
+
+
+@attrs.frozen
+class DeleteTopicsRequest:
+    API_KEY: ClassVar[int] = 20
+
+    topic_names: tuple[str, ...] = attrs.field(default=(), converter=_tuple)
+    timeout_ms: int = 30_000
+    topics: tuple[DeleteTopicState, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class DeletableTopicResult:
+    name: str | None
+    topic_id: Uuid = ZERO_UUID
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@attrs.frozen
+class DeleteTopicsResponse:
+    responses: tuple[DeletableTopicResult, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- DeleteRecords (api key 21) ----------------------------------------------------------------
+
+
+@attrs.frozen
+class DeleteRecordsPartition:
+    """``offset`` -1 means the high watermark."""
+
+    partition_index: int
+    offset: int
+
+
+@attrs.frozen
+class DeleteRecordsTopic:
+    name: str
+    partitions: tuple[DeleteRecordsPartition, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class DeleteRecordsRequest:
+    API_KEY: ClassVar[int] = 21
+
+    topics: tuple[DeleteRecordsTopic, ...] = attrs.field(converter=_tuple)
+    timeout_ms: int = 30_000
+
+
+@attrs.frozen
+class DeleteRecordsPartitionResult:
+    partition_index: int
+    low_watermark: int = UNKNOWN_OFFSET
+    error_code: int = NONE
+
+
+@attrs.frozen
+class DeleteRecordsTopicResult:
+    name: str
+    partitions: tuple[DeleteRecordsPartitionResult, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class DeleteRecordsResponse:
+    topics: tuple[DeleteRecordsTopicResult, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- OffsetForLeaderEpoch (api key 23) ---------------------------------------------------------
+
+
+@attrs.frozen
+class OffsetForLeaderPartition:
+    partition: int
+    leader_epoch: int
+    current_leader_epoch: int = UNKNOWN_EPOCH
+
+
+@attrs.frozen
+class OffsetForLeaderTopic:
+    topic: str
+    partitions: tuple[OffsetForLeaderPartition, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class OffsetsForLeaderEpochRequest:
+    API_KEY: ClassVar[int] = 23
+
+    topics: tuple[OffsetForLeaderTopic, ...] = attrs.field(converter=_tuple)
+    replica_id: int = CONSUMER_REPLICA_ID
+
+
+@attrs.frozen
+class OffsetForLeaderTopicResult:
+    topic: str
+    partitions: tuple[EpochEndOffset, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class OffsetsForLeaderEpochResponse:
+    topics: tuple[OffsetForLeaderTopicResult, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- WriteTxnMarkers (api key 27) -------------------------------------------------------------
+
+
+@attrs.frozen
+class WritableTxnMarkerTopic:
+    name: str
+    partition_indexes: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class WritableTxnMarker:
+    """One transaction's end: ``transaction_result`` True commits it, False aborts it."""
+
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: tuple[WritableTxnMarkerTopic, ...] = attrs.field(converter=_tuple)
+    coordinator_epoch: int = 0
+
+
+@attrs.frozen
+class WriteTxnMarkersRequest:
+    """Sent by a transaction coordinator to each partition leader to end a transaction."""
+
+    API_KEY: ClassVar[int] = 27
+
+    markers: tuple[WritableTxnMarker, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class WritableTxnMarkerPartitionResult:
+    partition_index: int
+    error_code: int = NONE
+
+
+@attrs.frozen
+class WritableTxnMarkerTopicResult:
+    name: str
+    partitions: tuple[WritableTxnMarkerPartitionResult, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class WritableTxnMarkerResult:
+    producer_id: int
+    topics: tuple[WritableTxnMarkerTopicResult, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class WriteTxnMarkersResponse:
+    markers: tuple[WritableTxnMarkerResult, ...] = attrs.field(converter=_tuple)
+
+
+# --- DescribeConfigs (api key 32) --------------------------------------------------------------
+
+
+@attrs.frozen
+class DescribeConfigsResource:
+    """``resource_name`` is the topic name, or the broker id as text ('' for the default)."""
+
+    resource_type: int
+    resource_name: str
+    configuration_keys: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+
+
+@attrs.frozen
+class DescribeConfigsRequest:
+    API_KEY: ClassVar[int] = 32
+
+    resources: tuple[DescribeConfigsResource, ...] = attrs.field(converter=_tuple)
+    include_synonyms: bool = False
+    include_documentation: bool = False
+
+
+@attrs.frozen
+class DescribeConfigsSynonym:
+    name: str
+    value: str | None
+    source: int
+
+
+@attrs.frozen
+class DescribeConfigsResourceResult:
+    """One config entry; ``value`` is None for sensitive configs, as in Kafka.
+
+    ``is_default`` is DescribeConfigs v0's flag, kept alongside ``config_source`` (v1+) because
+    it is what most callers want to know.
+    """
+
+    name: str
+    value: str | None
+    read_only: bool = False
+    is_default: bool = False
+    config_source: int = ConfigSource.UNKNOWN
+    is_sensitive: bool = False
+    synonyms: tuple[DescribeConfigsSynonym, ...] = attrs.field(default=(), converter=_tuple)
+    config_type: int = ConfigType.UNKNOWN
+    documentation: str | None = None
+
+
+@attrs.frozen
+class DescribeConfigsResult:
+    resource_type: int
+    resource_name: str
+    error_code: int = NONE
+    error_message: str | None = None
+    configs: tuple[DescribeConfigsResourceResult, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class DescribeConfigsResponse:
+    results: tuple[DescribeConfigsResult, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- IncrementalAlterConfigs (api key 44) ------------------------------------------------------
+
+
+@attrs.frozen
+class AlterableConfig:
+    name: str
+    config_operation: int
+    value: str | None = None
+
+
+@attrs.frozen
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: tuple[AlterableConfig, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class IncrementalAlterConfigsRequest:
+    API_KEY: ClassVar[int] = 44
+
+    resources: tuple[AlterConfigsResource, ...] = attrs.field(converter=_tuple)
+    validate_only: bool = False
+
+
+@attrs.frozen
+class AlterConfigsResourceResponse:
+    resource_type: int
+    resource_name: str
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@attrs.frozen
+class IncrementalAlterConfigsResponse:
+    responses: tuple[AlterConfigsResourceResponse, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- controller to broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) -------------------
+
+
+@attrs.frozen
+class LeaderAndIsrPartitionState:
+    topic_name: str
+    partition_index: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...] = attrs.field(converter=_tuple)
+    partition_epoch: int = 0
+    replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    is_new: bool = False
+
+
+LEADER_AND_ISR_INCREMENTAL: int = 0
+LEADER_AND_ISR_FULL: int = 1
+
+
+@attrs.frozen
+class LeaderAndIsrRequest:
+    """Tells one broker which replicas to host and whether each leads or follows.
+
+    A ``type`` of LEADER_AND_ISR_FULL lists every replica the broker hosts (KIP-516): the broker
+    deletes any other partition directory it finds, e.g. of a topic deleted while it was down.
+    """
+
+    API_KEY: ClassVar[int] = 4
+
+    controller_id: int
+    controller_epoch: int
+    partition_states: tuple[LeaderAndIsrPartitionState, ...] = attrs.field(converter=_tuple)
+    topic_ids: tuple[tuple[str, Uuid], ...] = attrs.field(default=(), converter=_tuple)
+    live_leaders: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    type: int = LEADER_AND_ISR_INCREMENTAL
+
+
+@attrs.frozen
+class LeaderAndIsrPartitionError:
+    topic_name: str
+    partition_index: int
+    error_code: int = NONE
+
+
+@attrs.frozen
+class LeaderAndIsrResponse:
+    error_code: int = NONE
+    partition_errors: tuple[LeaderAndIsrPartitionError, ...] = attrs.field(
+        default=(), converter=_tuple
+    )
+
+
+@attrs.frozen
+class StopReplicaPartitionState:
+    topic_name: str
+    partition_index: int
+    leader_epoch: int = UNKNOWN_EPOCH
+    delete_partition: bool = False
+
+
+@attrs.frozen
+class StopReplicaRequest:
+    """Stops replicas on one broker; with ``delete_partition`` their log dirs are removed."""
+
+    API_KEY: ClassVar[int] = 5
+
+    controller_id: int
+    controller_epoch: int
+    partition_states: tuple[StopReplicaPartitionState, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class StopReplicaPartitionError:
+    topic_name: str
+    partition_index: int
+    error_code: int = NONE
+
+
+@attrs.frozen
+class StopReplicaResponse:
+    error_code: int = NONE
+    partition_errors: tuple[StopReplicaPartitionError, ...] = attrs.field(
+        default=(), converter=_tuple
+    )
+
+
+Request = (
+    ProduceRequest
+    | FetchRequest
+    | ListOffsetsRequest
+    | MetadataRequest
+    | CreateTopicsRequest
+    | DeleteTopicsRequest
+    | DeleteRecordsRequest
+    | OffsetsForLeaderEpochRequest
+    | WriteTxnMarkersRequest
+    | DescribeConfigsRequest
+    | IncrementalAlterConfigsRequest
+    | LeaderAndIsrRequest
+    | StopReplicaRequest
+)
+"""Every request a broker handles."""
+
+Response = (
+    ProduceResponse
+    | FetchResponse
+    | ListOffsetsResponse
+    | MetadataResponse
+    | CreateTopicsResponse
+    | DeleteTopicsResponse
+    | DeleteRecordsResponse
+    | OffsetsForLeaderEpochResponse
+    | WriteTxnMarkersResponse
+    | DescribeConfigsResponse
+    | IncrementalAlterConfigsResponse
+    | LeaderAndIsrResponse
+    | StopReplicaResponse
+)
+"""Every response a broker gives."""
