@@ -1,0 +1,1 @@
+"""tierlog-fsspec: remote storage for tierlog on any fsspec filesystem."""
