@@ -154,6 +154,10 @@ def _check_plugin_keys(config: BrokerConfig, sections: Iterable[_Section]) -> No
     for section in sections:
         for name, raw in config.plugin_slice(section.prefix).items():
             key = section.definition.find(name)
+            if key is None and section.definition.is_plugin_key(
+                name, section.definition.raw_prefixes
+            ):
+                continue  # free-form keys the plugin passes on, e.g. fsspec storage options
             if key is None:
                 suggestion = section.definition.suggest(name)
                 hint = f" (did you mean {section.prefix + suggestion!r}?)" if suggestion else ""
