@@ -171,3 +171,43 @@ def test_recovery_of_an_almost_empty_file(tmp_path: Path, cut: int) -> None:
     assert reopened.recover() == cut
     assert reopened.size == 0
     reopened.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=25),
+    timestamps=st.lists(st.integers(-1, 50), min_size=25, max_size=25),
+    pieces=st.booleans(),
+)
+def test_append_batch_is_append_of_one_batch(
+    sizes: list[int], timestamps: list[int], pieces: bool
+) -> None:
+    """The single-batch fast path stores, indexes and tracks exactly what ``append`` does."""
+    with tempfile.TemporaryDirectory() as tmp:
+        one, many = Path(tmp) / "one", Path(tmp) / "many"
+        one.mkdir()
+        many.mkdir()
+        fast, general = _segment(one), _segment(many)
+        offset = BASE
+        for n, count in enumerate(sizes):
+            data = bytearray(batch(count, timestamp=T0 + timestamps[n]))
+            set_base_offset(data, offset)
+            header = BatchHeader.parse(data)
+            # Timestamps go up and down, and some batches carry none.
+            max_timestamp = -1 if timestamps[n] < 0 else header.max_timestamp
+            general.append(bytes(data), [(header.last_offset, max_timestamp, len(data))])
+            records = [data[:20], memoryview(data)[20:]] if pieces else data
+            fast.append_batch(records, header.last_offset, max_timestamp)
+            offset = header.next_offset
+        assert fast.read_all() == general.read_all()
+        assert fast.size == general.size
+        for index in ("offset_index", "time_index"):
+            assert (
+                getattr(fast, index).entries_as_absolute()
+                == getattr(general, index).entries_as_absolute()
+            )
+        assert fast.max_timestamp_so_far == general.max_timestamp_so_far
+        assert fast.offset_of_max_timestamp_so_far == general.offset_of_max_timestamp_so_far
+        assert fast.is_full == general.is_full
+        fast.close()
+        general.close()

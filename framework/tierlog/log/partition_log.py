@@ -3,7 +3,8 @@
 This is Kafka's ``UnifiedLog`` + ``LocalLog`` + ``LogLoader`` for one partition directory. The
 append path parses and validates only batch headers (length, magic, CRC), rewrites the base
 offset, partition leader epoch and (under LogAppendTime) the max timestamp in place, checks
-idempotent and transactional producers, and writes the bytes with one ``os.pwrite``. The read
+idempotent and transactional producers, and writes the bytes with one ``os.pwrite`` (one
+``os.pwritev`` of stamped header copies and the untouched records for read-only input). The read
 path finds the batch holding the fetch offset through the sparse offset index and returns whole
 batches with one ``os.pread``.
 
@@ -51,14 +52,19 @@ from ..errors import (
 )
 from ..model import LogSegmentData, TopicPartition
 from ..records import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PRODUCER_ID,
     NO_TIMESTAMP,
+    BatchFields,
     BatchHeader,
     RecordBatch,
     TimestampType,
-    set_base_offset,
     set_max_timestamp,
-    set_partition_leader_epoch,
+    stamp_batch,
+    validate_batch_at,
 )
+from ..records.batch import CONTROL_MASK
 from . import files
 from .checkpoint import TEMP_SUFFIX, fsync_directory, write_atomically
 from .epoch_cache import EpochEntry, LeaderEpochCache, LeaderEpochCheckpointFile
@@ -95,6 +101,12 @@ _INT32_MAX: Final = (1 << 31) - 1
 #: segment's indexes take about 5 MB, so a long log must not keep them all.
 LOADED_INDEX_LIMIT: Final = 8
 _CHECKPOINT_VERSION: Final = 0
+#: Enum members and ``tuple.__new__`` as module constants: the append path reads them for every
+#: batch, and a global is several times cheaper than an enum class attribute or a named tuple's
+#: ``__new__``.
+_FROM_CLIENT: Final = AppendOrigin.CLIENT
+_LOG_APPEND_TIME: Final = TimestampType.LOG_APPEND_TIME
+_new_tuple: Final = tuple.__new__
 
 Clock = Callable[[], int]
 
@@ -579,26 +591,22 @@ class PartitionLog:
         """Appends a producer's batches, assigning their offsets; returns what was appended.
 
         Each batch is checked (length, magic 2, CRC, ``max.message.bytes``) before anything is
-        written; its base offset and partition leader epoch are then set in place (a
-        ``bytearray`` or writable memoryview is rewritten where it is, other input is copied
-        first) and, under LogAppendTime, its timestamps. Idempotent and transactional producers
-        are checked: a retried batch is answered with its original offsets (``duplicate``) and
-        nothing is written; an out-of-order sequence or a stale epoch raises. Every error leaves
-        the log exactly as it was.
+        written; its base offset and partition leader epoch are then set in place and, under
+        LogAppendTime, its timestamps. A ``bytearray`` or writable memoryview is rewritten where
+        it is. Of read-only input such as ``bytes`` only the 61-byte headers are copied (control
+        batches and LogAppendTime need whole writable batches, so such input is copied whole).
+        Idempotent and transactional producers are checked: a retried batch is answered with
+        its original offsets (``duplicate``) and nothing is written; an out-of-order sequence or
+        a stale epoch raises. Every error leaves the log exactly as it was.
 
         Raises CorruptRecordError, RecordTooLargeError, InvalidRequestError (a client sending
         control batches), FencedLeaderEpochError (an epoch older than the log's latest),
         OutOfOrderSequenceError, InvalidProducerEpochError, InvalidTxnStateError,
         TransactionCoordinatorFencedError, KafkaStorageError.
         """
-        if type(records) is bytearray:
-            view = memoryview(records)
-        else:
-            view = memoryview(records)
-            if view.readonly:
-                view = memoryview(bytearray(view))
-            elif view.format != "B" or view.ndim != 1:
-                view = view.cast("B")
+        view = memoryview(records)
+        if type(records) is not bytearray and (view.format != "B" or view.ndim != 1):
+            view = view.cast("B")
         return self._append(view, origin, leader_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
@@ -615,144 +623,241 @@ class PartitionLog:
     def _append(
         self, view: memoryview, origin: AppendOrigin, leader_epoch: int | None
     ) -> LogAppendInfo:
-        # Every batch is checked before anything is written, and outside the lock.
+        # Every batch is checked before anything is written, and outside the lock. This runs
+        # for every produced batch, so headers are unpacked once, into tuples (the batches lie
+        # back to back: positions are running sums of sizes), enum members are module
+        # constants, and the lock is taken without a ``with`` (half the cost).
         config = self._config
         max_bytes = config.max_message_bytes
-        headers: list[BatchHeader] = []
+        from_client = origin is _FROM_CLIENT
+        checked: list[BatchFields] = []
         position = 0
         end = len(view)
         while position < end:
-            header = BatchHeader.parse(view, position)
-            size = header.size_in_bytes
+            fields = validate_batch_at(view, position, max_bytes)
+            size = LOG_OVERHEAD + fields[1]
             if size > max_bytes:
                 raise RecordTooLargeError(
                     f"the batch at byte {position} is {size} bytes, more than max.message.bytes "
                     f"({max_bytes}) of {self._topic_partition}"
                 )
-            header.validate()
-            if origin is AppendOrigin.CLIENT and header.is_control:
+            if from_client and fields[5] & CONTROL_MASK:
                 raise InvalidRequestError(
                     f"clients may not write control batches (byte {position} of the request)"
                 )
-            headers.append(header)
+            checked.append(fields)
             position += size
-        if not headers:
+        if not checked:
             return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, 0)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._closed:
                 self._check_open()
             now = self._clock()
-            epochs = self._epoch_cache
-            latest_epoch = self._latest_epoch
-            append_time = -1
-            # (last offset, max timestamp, size) of each batch, for the segment's indexes.
-            batches: list[tuple[int, int, int]] = []
-            max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-            records_count = 0
-            has_producers = False
-            if leader_epoch is not None:
-                if latest_epoch is not None and leader_epoch < latest_epoch:
-                    raise FencedLeaderEpochError(
-                        f"leader epoch {leader_epoch} is older than epoch {latest_epoch} "
-                        f"of {self._topic_partition}'s log"
-                    )
-                if config.message_timestamp_type is TimestampType.LOG_APPEND_TIME:
-                    append_time = now
-                offset = first_offset = self._next_offset
-                for header in headers:
-                    position = header.position
-                    set_base_offset(view, offset, position=position)
-                    set_partition_leader_epoch(view, leader_epoch, position=position)
-                    if append_time >= 0:
-                        set_max_timestamp(view, now, position=position, check_crc=False)
-                        batch_max = now
-                    else:
-                        batch_max = header.max_timestamp
-                    last = offset + header.last_offset_delta
-                    batches.append((last, batch_max, header.size_in_bytes))
-                    if batch_max > max_timestamp:
-                        max_timestamp, offset_of_max = batch_max, last
-                    records_count += header.records_count
-                    has_producers = has_producers or header.has_producer_id
-                    offset = last + 1
-            else:
-                first_offset = headers[0].base_offset
-                expected = self._next_offset
-                for header in headers:
-                    if header.base_offset < expected:
-                        raise InvalidRequestError(
-                            f"batch at offset {header.base_offset} does not follow offset "
-                            f"{expected - 1} of {self._topic_partition}"
-                        )
-                    last = expected = header.next_offset - 1
-                    expected += 1
-                    batch_max = header.max_timestamp
-                    batches.append((last, batch_max, header.size_in_bytes))
-                    if batch_max > max_timestamp:
-                        max_timestamp, offset_of_max = batch_max, last
-                    records_count += header.records_count
-                    has_producers = has_producers or header.has_producer_id
-            last_offset = batches[-1][0]
-            if offset_of_max < 0:
-                offset_of_max = last_offset
+            if (
+                len(checked) == 1
+                and leader_epoch is not None
+                and leader_epoch == self._latest_epoch
+                and fields[9] <= NO_PRODUCER_ID
+                and config.message_timestamp_type is not _LOG_APPEND_TIME
+            ):
+                # The common case, a producer's one batch at the current epoch with no producer
+                # id, in fewer steps than the general path takes: no lists, no producer state.
+                offset = self._next_offset
+                last = offset + fields[6]
+                batch_max = fields[8]
+                max_timestamp = batch_max if batch_max > NO_TIMESTAMP else NO_TIMESTAMP
+                if view.readonly:
+                    header = bytearray(view[:HEADER_SIZE])
+                    stamp_batch(header, 0, fields, offset, leader_epoch)
+                    records: memoryview | list[bytes | bytearray | memoryview] = [
+                        header,
+                        view[HEADER_SIZE:],
+                    ]
+                else:
+                    stamp_batch(view, 0, fields, offset, leader_epoch)
+                    records = view
+                segment = self._segments[-1]
+                if (
+                    not segment.size
+                    or segment.is_full
+                    or segment.size > config.segment_bytes - end
+                    or last - segment.base_offset > _INT32_MAX
+                    or segment.time_waited_for_roll(now, max_timestamp)
+                    > config.segment_ms - self._roll_jitter_ms
+                ):
+                    segment = self._maybe_roll(end, max_timestamp, offset, last, now)
+                segment.append_batch(records, last, batch_max)
+                self._next_offset = last + 1
+                self._unflushed_messages += last + 1 - offset
+                if (
+                    self._unflushed_messages >= config.flush_messages
+                    or now - self._last_flush_ms >= config.flush_ms
+                ):
+                    self._flush_locked(now)
+                return _new_tuple(
+                    LogAppendInfo,
+                    (
+                        offset,
+                        last,
+                        max_timestamp,
+                        last,
+                        -1,
+                        self._log_start_offset,
+                        end,
+                        1,
+                        fields[12],
+                        False,
+                    ),
+                )
+            return self._append_locked(view, checked, origin, leader_epoch, now)
+        finally:
+            lock.release()
 
+    def _append_locked(
+        self,
+        view: memoryview,
+        checked: list[BatchFields],
+        origin: AppendOrigin,
+        leader_epoch: int | None,
+        now: int,
+    ) -> LogAppendInfo:
+        """The general append, with the lock held: any number of batches, leader or follower,
+        producer checks, LogAppendTime, and leader epochs to record."""
+        config = self._config
+        latest_epoch = self._latest_epoch
+        append_time = -1
+        # Read-only input: stamped header copies alternating with the untouched rest of
+        # each batch, written with one pwritev instead of copying the whole request.
+        pieces: list[bytes | bytearray | memoryview] | None = None
+        # (last offset, max timestamp, size) of each batch, for the segment's indexes.
+        batches: list[tuple[int, int, int]] = []
+        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
+        records_count = 0
+        has_producers = False
+        if leader_epoch is not None:
+            if latest_epoch is not None and leader_epoch < latest_epoch:
+                raise FencedLeaderEpochError(
+                    f"leader epoch {leader_epoch} is older than epoch {latest_epoch} "
+                    f"of {self._topic_partition}'s log"
+                )
+            if config.message_timestamp_type is _LOG_APPEND_TIME:
+                append_time = now
+            if view.readonly:
+                if append_time >= 0 or any(f[5] & CONTROL_MASK for f in checked):
+                    view = memoryview(bytearray(view))
+                else:
+                    pieces = []
+            offset = first_offset = self._next_offset
+            position = 0
+            for fields in checked:
+                if pieces is None:
+                    stamp_batch(view, position, fields, offset, leader_epoch)
+                else:
+                    header = bytearray(view[position : position + HEADER_SIZE])
+                    stamp_batch(header, 0, fields, offset, leader_epoch)
+                    pieces.append(header)
+                    pieces.append(
+                        view[position + HEADER_SIZE : position + LOG_OVERHEAD + fields[1]]
+                    )
+                _, length, _, _, _, _, delta, _, batch_max, producer_id, _, _, count = fields
+                if append_time >= 0:
+                    set_max_timestamp(view, now, position=position, check_crc=False)
+                    batch_max = now
+                last = offset + delta
+                size = LOG_OVERHEAD + length
+                batches.append((last, batch_max, size))
+                position += size
+                if batch_max > max_timestamp:
+                    max_timestamp, offset_of_max = batch_max, last
+                records_count += count
+                if producer_id > NO_PRODUCER_ID:
+                    has_producers = True
+                offset = last + 1
+        else:
+            first_offset = checked[0][0]
+            expected = self._next_offset
+            for fields in checked:
+                base, length, _, _, _, _, delta, _, batch_max, producer_id, _, _, count = fields
+                if base < expected:
+                    raise InvalidRequestError(
+                        f"batch at offset {base} does not follow offset "
+                        f"{expected - 1} of {self._topic_partition}"
+                    )
+                last = base + delta
+                expected = last + 1
+                batches.append((last, batch_max, LOG_OVERHEAD + length))
+                if batch_max > max_timestamp:
+                    max_timestamp, offset_of_max = batch_max, last
+                records_count += count
+                if producer_id > NO_PRODUCER_ID:
+                    has_producers = True
+        last_offset = batches[-1][0]
+        if offset_of_max < 0:
+            offset_of_max = last_offset
+
+        if has_producers:
             infos: dict[int, ProducerAppendInfo] = {}
             completed: list[CompletedTxn] = []
+            duplicate = self._check_producers(
+                view if pieces is None else pieces[::2], checked, origin, infos, completed
+            )
+            if duplicate is not None:
+                return LogAppendInfo(
+                    duplicate.first_offset,
+                    duplicate.last_offset,
+                    duplicate.timestamp,
+                    duplicate.last_offset,
+                    append_time,
+                    self._log_start_offset,
+                    0,
+                    0,
+                    0,
+                    True,
+                )
+
+        size = len(view)
+        segment = self._segments[-1]
+        if (
+            not segment.size
+            or segment.is_full
+            or segment.size > config.segment_bytes - size
+            or last_offset - segment.base_offset > _INT32_MAX
+            or segment.time_waited_for_roll(now, max_timestamp)
+            > config.segment_ms - self._roll_jitter_ms
+        ):
+            segment = self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
+        segment.append(view if pieces is None else pieces, batches)
+
+        if leader_epoch is not None:
+            if leader_epoch >= 0 and (latest_epoch is None or leader_epoch > latest_epoch):
+                self._epoch_cache.assign(leader_epoch, first_offset)
+                self._latest_epoch = leader_epoch
+        else:
+            for base, _, epoch, *_ in checked:
+                if epoch >= 0 and (latest_epoch is None or epoch > latest_epoch):
+                    self._epoch_cache.assign(epoch, base)
+                    self._latest_epoch = latest_epoch = epoch
+        if has_producers:
             producers = self._producer_state
-            if has_producers:
-                duplicate = self._check_producers(view, headers, origin, infos, completed)
-                if duplicate is not None:
-                    return LogAppendInfo(
-                        duplicate.first_offset,
-                        duplicate.last_offset,
-                        duplicate.timestamp,
-                        duplicate.last_offset,
-                        append_time,
-                        self._log_start_offset,
-                        0,
-                        0,
-                        0,
-                        True,
-                    )
-
-            size = len(view)
-            segment = self._segments[-1]
-            if (
-                not segment.size
-                or segment.is_full
-                or segment.size > config.segment_bytes - size
-                or last_offset - segment.base_offset > _INT32_MAX
-                or segment.time_waited_for_roll(now, max_timestamp)
-                > config.segment_ms - self._roll_jitter_ms
-            ):
-                segment = self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
-            segment.append(view, batches)
-
-            if leader_epoch is not None:
-                if leader_epoch >= 0 and (latest_epoch is None or leader_epoch > latest_epoch):
-                    epochs.assign(leader_epoch, first_offset)
-                    self._latest_epoch = leader_epoch
-            else:
-                for header in headers:
-                    epoch = header.partition_leader_epoch
-                    if epoch >= 0 and (latest_epoch is None or epoch > latest_epoch):
-                        epochs.assign(epoch, header.base_offset)
-                        self._latest_epoch = latest_epoch = epoch
             for info in infos.values():
                 producers.update(info)
             for txn in completed:
                 self._complete_txn(txn, segment)
-            # The producer state's map end offset is brought up to date when it is needed
-            # (snapshots, truncation), not on every append.
-            self._next_offset = next_offset = last_offset + 1
+        # The producer state's map end offset is brought up to date when it is needed
+        # (snapshots, truncation), not on every append.
+        self._next_offset = next_offset = last_offset + 1
 
-            self._unflushed_messages += next_offset - first_offset
-            if (
-                self._unflushed_messages >= config.flush_messages
-                or now - self._last_flush_ms >= config.flush_ms
-            ):
-                self._flush_locked(now)
-            return LogAppendInfo(
+        self._unflushed_messages += next_offset - first_offset
+        if (
+            self._unflushed_messages >= config.flush_messages
+            or now - self._last_flush_ms >= config.flush_ms
+        ):
+            self._flush_locked(now)
+        return _new_tuple(
+            LogAppendInfo,
+            (
                 first_offset,
                 last_offset,
                 max_timestamp,
@@ -760,29 +865,40 @@ class PartitionLog:
                 append_time,
                 self._log_start_offset,
                 size,
-                len(headers),
+                len(checked),
                 records_count,
-            )
+                False,
+            ),
+        )
 
     def _check_producers(
         self,
-        view: memoryview,
-        headers: list[BatchHeader],
+        stamped: memoryview | list[bytes | bytearray | memoryview],
+        checked: list[BatchFields],
         origin: AppendOrigin,
         infos: dict[int, ProducerAppendInfo],
         completed: list[CompletedTxn],
     ) -> BatchMetadata | None:
         """Validates the batches of idempotent and transactional producers, changing nothing.
 
-        Fills ``infos`` with each producer's pending state and ``completed`` with the
-        transactions markers end; returns the original batch if a client retried one.
+        ``stamped`` holds the batches with their offsets assigned: the request rewritten in
+        place, or the stamped header copies of a read-only request (one per batch; data batches
+        need only their headers here). Fills ``infos`` with each producer's pending state and
+        ``completed`` with the transactions markers end; returns the original batch if a client
+        retried one.
         """
         producers = self._producer_state
-        for header in headers:
-            if not header.has_producer_id:
+        position = 0
+        for index, fields in enumerate(checked):
+            at = position
+            position += LOG_OVERHEAD + fields[1]
+            if fields[9] <= NO_PRODUCER_ID:  # no producer id: neither idempotent nor txn
                 continue
-            # Parsed again: the offsets and timestamps were just rewritten in place.
-            batch = RecordBatch.parse(view, header.position)
+            # Parsed again: the offsets and timestamps were just rewritten.
+            if isinstance(stamped, list):
+                batch = RecordBatch.parse(stamped[index])
+            else:
+                batch = RecordBatch.parse(stamped, at)
             if origin is AppendOrigin.CLIENT:
                 duplicate = producers.find_duplicate_batch(batch)
                 if duplicate is not None:

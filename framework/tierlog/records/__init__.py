@@ -1,10 +1,11 @@
 """Kafka record batches (format v2, magic 2), byte-compatible with Kafka's own.
 
 The broker's append path treats batches as opaque bytes and uses only the header functions:
-``BatchHeader.parse`` / ``validate`` and the in-place rewrites of the base offset, partition
-leader epoch and max timestamp. Consumers use ``iter_batches`` and ``RecordBatch.records()``;
-producers, tests and benchmarks use ``RecordBatchBuilder`` and ``build_control_batch``. Malformed
-input of any kind raises ``tierlog.errors.CorruptRecordError`` with the byte position and reason.
+``validate_batch_at`` and ``stamp_batch`` (what ``BatchHeader.parse``, ``validate`` and the
+in-place rewrites do, without building a header object per batch) and ``set_max_timestamp``.
+Consumers use ``iter_batches`` and ``RecordBatch.records()``; producers, tests and benchmarks use
+``RecordBatchBuilder`` and ``build_control_batch``. Malformed input of any kind raises
+``tierlog.errors.CorruptRecordError`` with the byte position and reason.
 """
 
 from __future__ import annotations
@@ -18,16 +19,21 @@ from .batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     NO_TIMESTAMP,
+    BatchFields,
     BatchHeader,
     Header,
     Record,
     RecordBatch,
     TimestampType,
+    check_batch,
     crc32c,
     iter_batches,
+    read_batch_fields,
     set_base_offset,
     set_max_timestamp,
     set_partition_leader_epoch,
+    stamp_batch,
+    validate_batch_at,
 )
 from .builder import RecordBatchBuilder
 from .compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
@@ -43,6 +49,7 @@ __all__ = [
     "NO_PRODUCER_ID",
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
+    "BatchFields",
     "BatchHeader",
     "Compression",
     "ControlType",
@@ -53,12 +60,16 @@ __all__ = [
     "RecordBatchBuilder",
     "TimestampType",
     "build_control_batch",
+    "check_batch",
     "compress",
     "control_type_id",
     "crc32c",
     "decompress",
     "iter_batches",
+    "read_batch_fields",
     "set_base_offset",
     "set_max_timestamp",
     "set_partition_leader_epoch",
+    "stamp_batch",
+    "validate_batch_at",
 ]

@@ -78,6 +78,9 @@ _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _UINT32 = struct.Struct(">I")
+_OFFSET_LENGTH_EPOCH = struct.Struct(">qii")
+_unpack_header = _HEADER.unpack_from
+_crc32c_of = _crc32c.crc32c
 _CODECS = tuple(Compression)
 
 assert _HEADER.size == HEADER_SIZE
@@ -114,6 +117,129 @@ def crc32c(data: ReadableBuffer, value: int = 0) -> int:
     return int(_crc32c.crc32c(data, value))
 
 
+# --- the append path's header functions ----------------------------------------------------
+
+#: The 13 fixed header fields in header order, as stored: base offset, batch length, partition
+#: leader epoch, magic, CRC, attributes, last offset delta, base timestamp, max timestamp,
+#: producer id, producer epoch, base sequence, records count. A plain tuple, straight from
+#: ``unpack_from``: the append path handles every produced batch, and wrapping the tuple in a
+#: named tuple would cost more than reading it.
+BatchFields: TypeAlias = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
+
+
+def read_batch_fields(view: memoryview, position: int) -> BatchFields:
+    """The header of the batch at ``position``, with exactly ``BatchHeader.parse``'s checks.
+
+    ``view`` must be a flat byte view (``byte_view``) and ``position`` not negative.
+    """
+    available = len(view) - position
+    if available >= HEADER_SIZE:
+        fields: BatchFields = _unpack_header(view, position)
+        if fields[3] != MAGIC:
+            raise _bad_magic(fields[3], position)
+        if fields[1] < _MIN_BATCH_LENGTH:
+            raise _short_length(fields[1], position)
+        return fields
+    if available > MAGIC_OFFSET and view[position + MAGIC_OFFSET] != MAGIC:
+        magic = view[position + MAGIC_OFFSET]
+        raise _bad_magic(magic - 256 if magic > 127 else magic, position)
+    if available >= LOG_OVERHEAD:
+        (length,) = _INT32.unpack_from(view, position + LENGTH_OFFSET)
+        if length < _MIN_BATCH_LENGTH:
+            raise _short_length(length, position)
+    raise CorruptRecordError(
+        f"truncated batch header: {max(available, 0)} of {HEADER_SIZE} bytes", position=position
+    )
+
+
+def check_batch(view: memoryview, position: int, fields: BatchFields) -> None:
+    """``BatchHeader.validate`` for fields from ``read_batch_fields``: the whole batch is in
+    ``view``, its CRC matches, its codec is known and its counts are sane.
+
+    The CRC runs over a slice of ``view``, never a copy.
+    """
+    end = position + LOG_OVERHEAD + fields[1]
+    if end > len(view):
+        raise CorruptRecordError(
+            f"truncated batch: the header declares {LOG_OVERHEAD + fields[1]} bytes, "
+            f"{len(view) - position} are present",
+            position=position,
+        )
+    computed = _crc32c_of(view[position + ATTRIBUTES_OFFSET : end])
+    if computed != fields[4]:
+        raise CorruptRecordError(
+            f"CRC mismatch: stored 0x{fields[4]:08x}, computed 0x{computed:08x}",
+            position=position,
+        )
+    codec = fields[5] & COMPRESSION_MASK
+    if codec >= len(_CODECS):
+        raise CorruptRecordError(f"unknown compression codec {codec}", position=position)
+    count = fields[12]
+    if count < 0:
+        raise CorruptRecordError(f"negative record count {count}", position=position)
+    if fields[6] < 0:
+        raise CorruptRecordError(f"negative last offset delta {fields[6]}", position=position)
+    if not codec:
+        _check_count_fits(count, fields[1] - _MIN_BATCH_LENGTH, position)
+
+
+def validate_batch_at(view: memoryview, position: int, max_size: int) -> BatchFields:
+    """``read_batch_fields`` then ``check_batch`` in one call: the append path's only check.
+
+    A batch larger than ``max_size`` bytes is returned after the header checks alone, for the
+    caller to refuse: its size is the error to report, as when ``validate`` came after a size
+    check. A valid batch costs one ``unpack_from`` and one CRC; anything else is passed to the
+    two functions above, which raise the error they would have raised.
+    """
+    available = len(view) - position
+    if available >= HEADER_SIZE:
+        fields: BatchFields = _unpack_header(view, position)
+        length = fields[1]
+        size = LOG_OVERHEAD + length
+        if fields[3] == MAGIC and length >= _MIN_BATCH_LENGTH and size <= available:
+            if size > max_size:
+                return fields
+            codec = fields[5] & COMPRESSION_MASK
+            count = fields[12]
+            if (
+                _crc32c_of(view[position + ATTRIBUTES_OFFSET : position + size]) == fields[4]
+                and codec < len(_CODECS)
+                and count >= 0
+                and fields[6] >= 0
+                and (codec or count <= (length - _MIN_BATCH_LENGTH) // MIN_RECORD_SIZE)
+            ):
+                return fields
+    fields = read_batch_fields(view, position)
+    if LOG_OVERHEAD + fields[1] <= max_size:
+        check_batch(view, position, fields)
+    return fields
+
+
+def stamp_batch(
+    buf: WritableBuffer, position: int, fields: BatchFields, base_offset: int, leader_epoch: int
+) -> None:
+    """Sets the base offset and partition leader epoch of the batch at ``position`` in place.
+
+    One ``pack_into`` writes both, with the batch length between them rewritten unchanged; the
+    CRC covers none of the three. ``fields`` are the batch's from ``read_batch_fields``.
+    """
+    _OFFSET_LENGTH_EPOCH.pack_into(buf, position, base_offset, fields[1], leader_epoch)
+
+
+def _bad_magic(magic: int, position: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"unsupported magic {magic}: only record batch v2 (magic {MAGIC}) is supported",
+        position=position,
+    )
+
+
+def _short_length(length: int, position: int) -> CorruptRecordError:
+    return CorruptRecordError(
+        f"batch length {length} is smaller than the {_MIN_BATCH_LENGTH}-byte minimum",
+        position=position,
+    )
+
+
 # --- the header -------------------------------------------------------------------------------
 
 
@@ -129,7 +255,7 @@ class BatchHeader:
 
     _view: memoryview
     _position: int
-    _fields: tuple[int, ...]
+    _fields: BatchFields
 
     @classmethod
     def parse(cls, buf: ReadableBuffer, position: int = 0) -> Self:
@@ -141,30 +267,11 @@ class BatchHeader:
         view = byte_view(buf)
         if position < 0:
             raise ValueError(f"negative position {position}")
-        available = len(view) - position
-        if available > MAGIC_OFFSET and view[position + MAGIC_OFFSET] != MAGIC:
-            magic = view[position + MAGIC_OFFSET]
-            raise CorruptRecordError(
-                f"unsupported magic {magic - 256 if magic > 127 else magic}: "
-                f"only record batch v2 (magic {MAGIC}) is supported",
-                position=position,
-            )
-        if available >= LOG_OVERHEAD:
-            (length,) = _INT32.unpack_from(view, position + LENGTH_OFFSET)
-            if length < _MIN_BATCH_LENGTH:
-                raise CorruptRecordError(
-                    f"batch length {length} is smaller than the {_MIN_BATCH_LENGTH}-byte minimum",
-                    position=position,
-                )
-        if available < HEADER_SIZE:
-            raise CorruptRecordError(
-                f"truncated batch header: {max(available, 0)} of {HEADER_SIZE} bytes",
-                position=position,
-            )
+        fields = read_batch_fields(view, position)
         header = object.__new__(cls)
         header._view = view
         header._position = position
-        header._fields = _HEADER.unpack_from(view, position)
+        header._fields = fields
         return header
 
     # The stored fields, in header order.
@@ -315,23 +422,7 @@ class BatchHeader:
         record count and last offset delta, and, for an uncompressed batch, that the count fits
         in the records section.
         """
-        self._require_complete()
-        position = self._position
-        fields = self._fields
-        computed = crc32c(self._view[position + ATTRIBUTES_OFFSET : self.end_position])
-        if computed != fields[4]:
-            raise CorruptRecordError(
-                f"CRC mismatch: stored 0x{fields[4]:08x}, computed 0x{computed:08x}",
-                position=position,
-            )
-        codec = self.compression
-        count = fields[12]
-        if count < 0:
-            raise CorruptRecordError(f"negative record count {count}", position=position)
-        if fields[6] < 0:
-            raise CorruptRecordError(f"negative last offset delta {fields[6]}", position=position)
-        if codec is Compression.NONE:
-            _check_count_fits(count, fields[1] - _MIN_BATCH_LENGTH, position)
+        check_batch(self._view, self._position, self._fields)
 
     def _require_complete(self) -> None:
         available = len(self._view) - self._position
