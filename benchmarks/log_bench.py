@@ -51,8 +51,9 @@ def _row(
 ) -> dict[str, Any]:
     if ratio is None:
         ratio = value / baseline if baseline else 0.0
+    ok: bool | None
     if target is None:
-        ok = True
+        ok = None  # no target: the row reports, it does not pass or fail
     elif at_most:
         ok = value <= target
     else:
