@@ -18,6 +18,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 
 from ..config import BrokerConfig, TopicConfig, resolve_topic_config
@@ -31,24 +32,40 @@ from ..errors import (
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    RemoteStorageNotReadyError,
+    RemoteStorageQueueFullError,
+    ReplicaNotAvailableError,
     TierlogError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from ..host import PluginHost
-from ..log import AppendOrigin, LogConfig, PartitionLog, files
+from ..log import AppendOrigin, LogConfig, PartitionLog, TimestampAndOffset, files
 from ..model import ZERO_UUID, TopicPartition, Uuid
 from ..records import ControlType, build_control_batch
+from ..remote import CACHE_DIR_NAME, SCRATCH_DIR_NAME, RemoteFetchResult, RemoteLogManager
 from . import configs as config_ops
 from . import protocol as p
 from .controller import Controller
-from .fetch import DelayedFetch, ResolvedFetchTopic, read_partitions
+from .fetch import (
+    DelayedFetch,
+    DelayedRemoteFetch,
+    FetchOutcome,
+    ResolvedFetchTopic,
+    partition_data,
+    read_partitions,
+    with_partition_results,
+)
 from .image import ClusterImage, TopicImage
 from .partition import Partition, read_partition_metadata, write_partition_metadata
 from .purgatory import DelayedOperationPurgatory
 from .topics import is_internal, validate_topic_name
 
 log = logging.getLogger(__name__)
+
+NOT_READY_CODE = RemoteStorageNotReadyError.wire_fallback_code
+"""What a partition whose remote metadata is still loading answers (REPLICA_NOT_AVAILABLE):
+Kafka never gave KIP-1007's error a code, and every client already retries this one."""
 
 BROKER_HOST = "in-process"
 """The host an embedded broker reports in Metadata; a network front end reports its own."""
@@ -108,6 +125,8 @@ class Broker:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._applied_topic_configs: dict[str, Mapping[str, str]] = {}
         self._fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] | None = None
+        self._remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] | None = None
+        self.remote_log_manager: RemoteLogManager | None = None
         self._stop_tasks = threading.Event()
         self._retention_thread: threading.Thread | None = None
         self._unsubscribe: list[Callable[[], None]] = []
@@ -161,6 +180,17 @@ class Broker:
             self._set_state(BrokerState.RECOVERING_LOGS)
             self._recover_logs()
             self._fetch_purgatory = DelayedOperationPurgatory(f"Fetch-{self.broker_id}")
+            if self.config.get_bool("remote.log.storage.system.enable"):
+                self._remote_fetch_purgatory = DelayedOperationPurgatory(
+                    f"RemoteFetch-{self.broker_id}"
+                )
+                self.remote_log_manager = RemoteLogManager(
+                    self.config,
+                    self.plugin_host,
+                    self.broker_id,
+                    self.log_dirs[0],
+                    self._topic_switch,
+                )
             self._start_background_tasks()
             self._unsubscribe.append(self.controller.subscribe(self._on_metadata))
             dynamic = [k.name for k in self.config.definition if k.dynamic]
@@ -200,6 +230,10 @@ class Broker:
             self._retention_thread.join()
         if self._fetch_purgatory is not None:
             self._fetch_purgatory.shutdown()
+        if self._remote_fetch_purgatory is not None:
+            self._remote_fetch_purgatory.shutdown()
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.close()
         with self._lock:
             partitions = list(self._partitions.values())
             self._partitions.clear()
@@ -234,6 +268,8 @@ class Broker:
             for path in sorted(log_dir.iterdir()):
                 if not path.is_dir():
                     continue
+                if path.name in (CACHE_DIR_NAME, SCRATCH_DIR_NAME):
+                    continue  # the remote log manager's own directories
                 if path.name.endswith(files.DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
                     continue
@@ -251,6 +287,10 @@ class Broker:
     def _topic_config(self, topic: TopicImage | None) -> TopicConfig:
         overrides = {} if topic is None else topic.configs
         return resolve_topic_config(overrides, self.config)
+
+    def _topic_switch(self, topic: str, key: str) -> bool:
+        """A boolean topic config as currently set (for the remote log manager)."""
+        return bool(self._topic_config(self.controller.image().topic(topic)).get(key))
 
     def _log_config(self, topic: TopicImage | None) -> LogConfig:
         return LogConfig.from_topic_config(self._topic_config(topic))
@@ -493,7 +533,12 @@ class Broker:
                 self.controller.image(), tp.topic, tp.partition, fetch.current_leader_epoch
             )
 
-        outcome = read_partitions(request, topics, lookup)
+        rlm = self.remote_log_manager
+        outcome = read_partitions(
+            request, topics, lookup, None if rlm is None else rlm.in_remote_range
+        )
+        if outcome.remote_reads:
+            return self._remote_fetch(outcome)
         keys = [TopicPartition(t.name, f.partition) for t in topics for f in t.partitions]
         if (
             request.max_wait_ms <= 0
@@ -512,6 +557,68 @@ class Broker:
         purgatory.try_complete_else_watch(delayed, keys)
         delayed.wait()
         return delayed.response
+
+    def _remote_fetch(self, outcome: FetchOutcome) -> p.FetchResponse:
+        """Reads the remote partitions on the reader pool and waits for them, within bounds.
+
+        The wait is ``remote.fetch.max.wait.ms`` (read now, so a change applies to the next
+        fetch); a read not done by then is dropped and its partition answered empty.
+        """
+        rlm = self.remote_log_manager
+        purgatory = self._remote_fetch_purgatory
+        assert rlm is not None and purgatory is not None
+        results: dict[tuple[int, int], p.FetchPartitionData] = {}
+        reads = []
+        for pending in outcome.remote_reads:
+            key = (pending.topic_index, pending.partition_index)
+            index = outcome.response.responses[key[0]].partitions[key[1]].partition_index
+            if not rlm.is_ready(pending.partition):
+                results[key] = p.FetchPartitionData(index, error_code=NOT_READY_CODE)
+                continue
+            if rlm.fetch_quota.throttle_time_ms() > 0:
+                continue  # over the remote fetch quota: answered empty, retried by the client
+            try:
+                future = rlm.async_read(
+                    pending.partition,
+                    pending.fetch_offset,
+                    pending.max_bytes,
+                    min_one_message=pending.min_one_message,
+                    committed=pending.committed,
+                )
+            except RemoteStorageQueueFullError as err:
+                log.info("broker %d: %s", self.broker_id, err)
+                code = ReplicaNotAvailableError.code
+                assert code is not None
+                results[key] = p.FetchPartitionData(index, error_code=code)
+                continue
+            reads.append((key, index, pending, future))
+        if reads:
+            token = object()
+            futures: list[Future[RemoteFetchResult]] = [read[3] for read in reads]
+            delayed = DelayedRemoteFetch(
+                min(
+                    self.config.get_int("remote.fetch.max.wait.ms"),
+                    self.config.get_int("request.timeout.ms"),
+                ),
+                list(futures),  # type: ignore[arg-type]
+                rlm.expired_fetches.mark,
+            )
+            for future in futures:
+                future.add_done_callback(lambda _f: purgatory.check_and_complete(token))
+            purgatory.try_complete_else_watch(delayed, [token])
+            delayed.wait()
+            for key, index, pending, future in reads:
+                if future.cancelled() or not future.done():
+                    continue
+                error = future.exception()
+                if error is not None:
+                    results[key] = p.FetchPartitionData(index, error_code=_code(error))
+                else:
+                    read = future.result()
+                    results[key] = partition_data(
+                        index, pending.partition, read.records, read.aborted_transactions
+                    )
+        return with_partition_results(outcome.response, results)
 
     def _resolve_fetch_topic(self, image: ClusterImage, topic: p.FetchTopic) -> ResolvedFetchTopic:
         unknown = UnknownTopicOrPartitionError.code or -1
@@ -554,6 +661,9 @@ class Broker:
         self, partition: Partition, part: p.ListOffsetsPartition, committed: bool
     ) -> p.ListOffsetsPartitionResponse:
         plog = partition.log
+        rlm = self.remote_log_manager
+        if rlm is not None and plog.config.remote_storage_enable and not rlm.is_ready(partition):
+            return p.ListOffsetsPartitionResponse(part.partition_index, error_code=NOT_READY_CODE)
         fetchable = partition.last_stable_offset if committed else partition.high_watermark
         index = part.partition_index
         timestamp = part.timestamp
@@ -572,6 +682,8 @@ class Broker:
                 index, offset=tiered, leader_epoch=epoch_of(tiered) if tiered >= 0 else -1
             )
         found = plog.offset_for_timestamp(timestamp)
+        if rlm is not None and plog.config.remote_storage_enable and partition.topic_id:
+            found = self._remote_offset_for(rlm, partition, timestamp, found)
         special = timestamp in (p.OffsetSpec.EARLIEST, p.OffsetSpec.EARLIEST_LOCAL)
         if found is None or (not special and found.offset >= fetchable):
             return p.ListOffsetsPartitionResponse(index)
@@ -581,6 +693,24 @@ class Broker:
             offset=found.offset,
             leader_epoch=p.UNKNOWN_EPOCH if found.leader_epoch is None else found.leader_epoch,
         )
+
+    @staticmethod
+    def _remote_offset_for(
+        rlm: RemoteLogManager,
+        partition: Partition,
+        timestamp: int,
+        local: TimestampAndOffset | None,
+    ) -> TimestampAndOffset | None:
+        """Searches the remote tier where the answer may lie there (Kafka's remote ListOffsets)."""
+        if timestamp == p.OffsetSpec.MAX_TIMESTAMP:
+            remote = rlm.max_timestamp(partition)
+            if remote is not None and (local is None or remote.timestamp >= local.timestamp):
+                return remote
+            return local
+        if timestamp >= 0:
+            remote = rlm.offset_for_timestamp(partition, timestamp)
+            return local if remote is None else remote
+        return local
 
     # --- Metadata -------------------------------------------------------------------------
 
@@ -835,6 +965,8 @@ class Broker:
     def _leader_and_isr(self, request: p.LeaderAndIsrRequest) -> p.LeaderAndIsrResponse:
         topic_ids = dict(request.topic_ids)
         errors = []
+        leaders: list[Partition] = []
+        followers: list[Partition] = []
         wanted: set[TopicPartition] = set()
         for state in request.partition_states:
             tp = TopicPartition(state.topic_name, state.partition_index)
@@ -847,13 +979,22 @@ class Broker:
                     log.info("broker %d: ignoring stale LeaderAndIsr for %s", self.broker_id, tp)
                 elif state.leader == self.broker_id:
                     partition.make_leader(state, topic_id)
+                    leaders.append(partition)
                 else:
                     partition.make_follower(state, topic_id)
+                    followers.append(partition)
             except Exception as err:
                 log.exception("broker %d: LeaderAndIsr for %s failed", self.broker_id, tp)
                 code = _code(err)
             errors.append(p.LeaderAndIsrPartitionError(tp.topic, tp.partition, code))
             self._on_append(tp)
+        if self.remote_log_manager is not None:
+            try:
+                self.remote_log_manager.on_leadership_change(leaders, followers)
+            except Exception:
+                log.exception(
+                    "broker %d: remote log manager leadership change failed", self.broker_id
+                )
         if request.type == p.LEADER_AND_ISR_FULL:
             with self._lock:
                 strays = [tp for tp in self._partitions if tp not in wanted]
@@ -878,6 +1019,14 @@ class Broker:
             partition = self._partitions.pop(tp, None)
         if partition is None:
             return
+        rlm = self.remote_log_manager
+        if rlm is not None:
+            topic = self.controller.image().topic(tp.topic)
+            gone = delete and (topic is None or topic.topic_id != partition.topic_id)
+            try:
+                rlm.stop_partition(partition, delete_remote=gone)
+            except Exception:
+                log.exception("broker %d: removing remote data of %s failed", self.broker_id, tp)
         if delete:
             log.info("broker %d: deleting %s", self.broker_id, partition.directory)
             partition.delete()

@@ -1,0 +1,497 @@
+"""The remote log manager: per-partition copy and expiration tasks, remote reads, cleanup.
+
+The broker starts one when ``remote.log.storage.system.enable`` is true and tells it about
+leadership changes and partitions that stop or are deleted. A scheduler thread hands each led
+partition's copy and expiration task, every ``remote.log.manager.task.interval.ms``, to the
+copier and expiration pools; a partition whose task failed waits with its own exponential
+backoff (``remote.log.manager.task.retry.*``), so one failing partition never delays another.
+Tasks check the topic's switches on every run, so enabling tiering on an existing topic tiers
+its old segments from the next run, and ``remote.log.copy.disable`` stops copying at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+
+from ..config import BrokerConfig
+from ..errors import RetriableError, TierlogError
+from ..host import PluginHost
+from ..log import PartitionLog, TimestampAndOffset
+from ..model import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    TopicPartition,
+    Uuid,
+)
+from . import metrics as m
+from .copy import copy_log_segments, find_highest_remote_offset, now_ms
+from .expiration import expire_remote_segments
+from .index_cache import RemoteIndexCache
+from .offsets import remote_max_timestamp, remote_offset_for_timestamp
+from .quota import RateQuota
+from .reader import ReaderPool, RemoteFetchResult, collect_aborted_transactions, read_remote
+
+log = logging.getLogger(__name__)
+
+
+class Partition(Protocol):
+    """The replica the manager works on (the broker's ``Partition``)."""
+
+    @property
+    def log(self) -> PartitionLog: ...
+
+    @property
+    def topic_id(self) -> Uuid | None: ...
+
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+
+
+SCRATCH_DIR_NAME = "remote-log-scratch"
+"""Where empty producer snapshots are written before upload (under the first log dir)."""
+
+TopicSwitch = Callable[[str, str], bool]
+"""``(topic, key)`` → a boolean topic config the log config does not carry."""
+
+
+@attrs.define(eq=False)
+class Backoff:
+    """Kafka's exponential backoff with jitter: 0.5 s doubling up to 30 s by default."""
+
+    initial_ms: int
+    max_ms: int
+    jitter: float
+    failures: int = 0
+
+    def next_delay_ms(self) -> int:
+        if self.failures == 0:
+            return 0
+        base = min(self.max_ms, self.initial_ms * 2 ** (self.failures - 1))
+        spread = base * self.jitter
+        return max(0, int(base + random.uniform(-spread, spread)))
+
+
+@attrs.define(eq=False)
+class PartitionTasks:
+    """One partition's task state on this broker."""
+
+    partition: Partition
+    topic_id_partition: TopicIdPartition
+    leader: bool
+    copy_backoff: Backoff
+    expire_backoff: Backoff
+    initialized: bool = False
+    cancelled: bool = False
+    copy_due: float = 0.0
+    expire_due: float = 0.0
+    copy_running: bool = False
+    expire_running: bool = False
+
+
+class RemoteLogManager:
+    """Tiers led partitions, expires remote data, and serves reads below the local log start."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        host: PluginHost,
+        broker_id: int,
+        log_dir: Path,
+        topic_switch: TopicSwitch,
+    ) -> None:
+        self.config = config
+        self.host = host
+        self.broker_id = broker_id
+        self.storage = host.storage
+        self.metadata = host.metadata
+        self.metrics = m.RemoteMetrics(host.metrics)
+        self._topic_switch = topic_switch
+        self.stop_event = threading.Event()
+        self.segments_being_copied: set[RemoteLogSegmentId] = set()
+        self.scratch_dir = log_dir / SCRATCH_DIR_NAME
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        self.index_cache = RemoteIndexCache(
+            log_dir, self.storage, config.get_int("remote.log.index.file.cache.total.size.bytes")
+        )
+        self.copy_quota = RateQuota(
+            config.get_int("remote.log.manager.copy.max.bytes.per.second"),
+            config.get_int("remote.log.manager.copy.quota.window.num"),
+            config.get_int("remote.log.manager.copy.quota.window.size.seconds"),
+        )
+        self.fetch_quota = RateQuota(
+            config.get_int("remote.log.manager.fetch.max.bytes.per.second"),
+            config.get_int("remote.log.manager.fetch.quota.window.num"),
+            config.get_int("remote.log.manager.fetch.quota.window.size.seconds"),
+        )
+        self.reader_pool = ReaderPool(
+            config.get_int("remote.log.reader.threads"),
+            config.get_int("remote.log.reader.max.pending.tasks"),
+        )
+        pool = config.get_int("remote.log.manager.thread.pool.size")
+        copiers = config.get_int("remote.log.manager.copier.thread.pool.size")
+        expirers = config.get_int("remote.log.manager.expiration.thread.pool.size")
+        self._copiers = ThreadPoolExecutor(
+            copiers if copiers > 0 else pool, thread_name_prefix="rlm-copy-thread-pool"
+        )
+        self._expirers = ThreadPoolExecutor(
+            expirers if expirers > 0 else pool, thread_name_prefix="rlm-expiration-thread-pool"
+        )
+        self._tasks: dict[TopicIdPartition, PartitionTasks] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self.metrics.broker_gauge(m.READER_GROUP, m.READER_QUEUE_SIZE, self._queue_size)
+        self.metrics.broker_gauge(m.READER_GROUP, m.READER_ACTIVE_THREADS, self._active_readers)
+        self.expired_fetches = self.metrics.broker_meter(m.DELAYED_GROUP, m.EXPIRES)
+        self.fetch_timer = self.metrics.timer(m.RLM_GROUP, m.FETCH_TIME)
+        self._scheduler = threading.Thread(
+            target=self._schedule_loop, name=f"rlm-scheduler-{broker_id}", daemon=True
+        )
+        self._scheduler.start()
+
+    # --- settings read on every use (dynamic) ---------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_event.is_set()
+
+    @property
+    def task_interval_s(self) -> float:
+        return self.config.get_int("remote.log.manager.task.interval.ms") / 1000
+
+    @property
+    def custom_metadata_max_bytes(self) -> int:
+        return self.config.get_int("remote.log.metadata.custom.metadata.max.bytes")
+
+    def _queue_size(self) -> int:
+        return self.reader_pool.queue_size
+
+    def _active_readers(self) -> int:
+        return self.reader_pool.active_threads
+
+    def _backoff(self) -> Backoff:
+        return Backoff(
+            self.config.get_int("remote.log.manager.task.retry.backoff.ms"),
+            self.config.get_int("remote.log.manager.task.retry.backoff.max.ms"),
+            self.config.get_float("remote.log.manager.task.retry.jitter"),
+        )
+
+    # --- leadership -----------------------------------------------------------------------
+
+    def on_leadership_change(
+        self, leaders: Sequence[Partition], followers: Sequence[Partition]
+    ) -> None:
+        """Schedules tasks for new leaders, and only follower bookkeeping for followers."""
+        led = {self._tip(p): p for p in leaders if p.topic_id is not None}
+        followed = {self._tip(p): p for p in followers if p.topic_id is not None}
+        if not led and not followed:
+            return
+        self.metadata.on_partition_leadership_changes(frozenset(led), frozenset(followed))
+        with self._lock:
+            for tip, partition in [*led.items(), *followed.items()]:
+                leader = tip in led
+                current = self._tasks.get(tip)
+                if (
+                    current is not None
+                    and current.partition is partition
+                    and current.leader == leader
+                ):
+                    continue
+                if not leader:
+                    self.metrics.remove_partition(tip.topic_partition)
+                self._tasks[tip] = PartitionTasks(
+                    partition, tip, leader, self._backoff(), self._backoff()
+                )
+            self._wake.notify_all()
+
+    @staticmethod
+    def _tip(partition: Partition) -> TopicIdPartition:
+        assert partition.topic_id is not None
+        return TopicIdPartition(partition.topic_id, partition.topic_partition)
+
+    def stop_partition(self, partition: Partition, *, delete_remote: bool) -> None:
+        """The partition leaves this broker; ``delete_remote`` (topic deleted) empties remote."""
+        if partition.topic_id is None:
+            return
+        tip = self._tip(partition)
+        with self._lock:
+            tasks = self._tasks.pop(tip, None)
+            if tasks is not None:
+                tasks.cancelled = True
+                # A copy finishing after the cleanup would leave an orphan upload behind.
+                self._wake.wait_for(
+                    lambda: not (tasks.copy_running or tasks.expire_running), timeout=60
+                )
+        self.metrics.remove_partition(tip.topic_partition)
+        if delete_remote:
+            self.delete_remote_partition(tip)
+        self.metadata.on_stop_partitions(frozenset({tip}))
+
+    def delete_remote_partition(self, tip: TopicIdPartition) -> int:
+        """Deletes every remote segment of a partition and its metadata; returns how many."""
+        segments = [
+            s
+            for s in self.metadata.list_remote_log_segments(tip)
+            if s.state is not RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
+        ]
+        for segment in segments:
+            self.delete_remote_segment(segment)
+        return len(segments)
+
+    # --- deletion -------------------------------------------------------------------------
+
+    def delete_remote_segment(
+        self, segment: RemoteLogSegmentMetadata, *, count: bool = True
+    ) -> None:
+        """DELETE_SEGMENT_STARTED, delete the objects, DELETE_SEGMENT_FINISHED."""
+        tp = segment.topic_id_partition.topic_partition
+        if segment.state is not RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+            self._update(segment, RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+        if count:
+            self.metrics.meter(m.DELETE_REQUESTS, tp).mark()
+        try:
+            self.storage.delete_log_segment_data(segment)
+        except Exception:
+            if count:
+                self.metrics.meter(m.DELETE_ERRORS, tp).mark()
+            raise
+        self._update(segment, RemoteLogSegmentState.DELETE_SEGMENT_FINISHED)
+        self.index_cache.remove(segment.remote_log_segment_id)
+
+    def _update(self, segment: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
+        self.metadata.update_remote_log_segment_metadata(
+            RemoteLogSegmentMetadataUpdate(
+                segment.remote_log_segment_id,
+                now_ms(),
+                segment.custom_metadata,
+                state,
+                self.broker_id,
+            )
+        )
+
+    # --- scheduling -----------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Runs every partition's tasks now instead of at the next interval."""
+        with self._lock:
+            for tasks in self._tasks.values():
+                tasks.copy_due = tasks.expire_due = 0.0
+            self._wake.notify_all()
+
+    def _schedule_loop(self) -> None:
+        while not self.stopping:
+            with self._lock:
+                now = time.monotonic()
+                due = [t for t in self._tasks.values() if not t.cancelled]
+                waits = [self.task_interval_s]
+                for tasks in due:
+                    if not tasks.copy_running and tasks.copy_due <= now:
+                        tasks.copy_running = True
+                        self._submit(self._copiers, self._run_copy, tasks)
+                    if tasks.leader and not tasks.expire_running and tasks.expire_due <= now:
+                        tasks.expire_running = True
+                        self._submit(self._expirers, self._run_expiration, tasks)
+                    waits += [max(0.0, tasks.copy_due - now), max(0.0, tasks.expire_due - now)]
+                positive = [w for w in waits if w > 0]
+                self._wake.wait(min(positive) if positive else self.task_interval_s)
+
+    def _submit(
+        self, pool: ThreadPoolExecutor, fn: Callable[[PartitionTasks], None], tasks: PartitionTasks
+    ) -> None:
+        with contextlib.suppress(RuntimeError):  # the pool is shutting down
+            pool.submit(fn, tasks)
+
+    def _finish(self, tasks: PartitionTasks, *, copy: bool, failed: bool) -> None:
+        with self._lock:
+            backoff = tasks.copy_backoff if copy else tasks.expire_backoff
+            backoff.failures = backoff.failures + 1 if failed else 0
+            delay = backoff.next_delay_ms() / 1000 if failed else self.task_interval_s
+            due = time.monotonic() + delay
+            if copy:
+                tasks.copy_running, tasks.copy_due = False, due
+            else:
+                tasks.expire_running, tasks.expire_due = False, due
+            self._wake.notify_all()
+
+    def _remote_enabled(self, tasks: PartitionTasks) -> bool:
+        plog = tasks.partition.log
+        return not plog.closed and plog.config.remote_storage_enable
+
+    def _run_copy(self, tasks: PartitionTasks) -> None:
+        failed = False
+        tp = tasks.topic_id_partition.topic_partition
+        try:
+            if self.stopping or tasks.cancelled or not self._remote_enabled(tasks):
+                return
+            plog = tasks.partition.log
+            if not tasks.leader:
+                plog.highest_offset_in_remote_storage = find_highest_remote_offset(
+                    self, plog, tasks.topic_id_partition
+                )
+                return
+            if plog.config.remote_log_copy_disable or not self.metadata.is_ready(
+                tasks.topic_id_partition
+            ):
+                return
+            copy_log_segments(self, tasks)
+        except RetriableError as err:
+            failed = True
+            log.debug("%s: copy will be retried: %s", tp, err)
+        except Exception as err:
+            failed = True
+            self.metrics.meter(m.COPY_ERRORS, tp).mark()
+            if not tasks.partition.log.closed:
+                log.warning("%s: copying to remote storage failed: %s", tp, err)
+        finally:
+            self._finish(tasks, copy=True, failed=failed)
+
+    def _run_expiration(self, tasks: PartitionTasks) -> None:
+        failed = False
+        tp = tasks.topic_id_partition.topic_partition
+        try:
+            if self.stopping or tasks.cancelled or tasks.partition.log.closed:
+                return
+            plog = tasks.partition.log
+            if not self.metadata.is_ready(tasks.topic_id_partition):
+                return
+            if not plog.config.remote_storage_enable:
+                delete = self._topic_switch(tp.topic, "remote.log.delete.on.disable")
+                if delete and self.delete_remote_partition(tasks.topic_id_partition):
+                    plog.delete_records(min(plog.local_log_start_offset, plog.high_watermark))
+                return
+            expire_remote_segments(self, tasks)
+        except Exception as err:
+            failed = True
+            if not tasks.partition.log.closed:
+                log.warning("%s: remote retention failed: %s", tp, err)
+        finally:
+            self._finish(tasks, copy=False, failed=failed)
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def is_ready(self, partition: Partition) -> bool:
+        """Whether the partition's remote metadata is loaded (KIP-1007); False: answer retriably."""
+        return partition.topic_id is None or self.metadata.is_ready(self._tip(partition))
+
+    def in_remote_range(self, partition: Partition, offset: int) -> bool:
+        """Whether a fetch at ``offset`` is for data only the remote tier holds."""
+        plog = partition.log
+        return (
+            plog.config.remote_storage_enable
+            and plog.log_start_offset <= offset < plog.local_log_start_offset
+        )
+
+    def read(
+        self,
+        partition: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        min_one_message: bool,
+        committed: bool = False,
+    ) -> RemoteFetchResult:
+        """Reads from the remote tier on the calling thread (the reader pool calls this)."""
+        tp = partition.topic_partition
+        self.metrics.meter(m.FETCH_REQUESTS, tp).mark()
+        started = time.perf_counter()
+        try:
+            result = read_remote(
+                self.storage,
+                self.metadata,
+                self.index_cache,
+                self._tip(partition),
+                partition.log.leader_epoch_cache.epoch_for_offset,
+                fetch_offset,
+                max_bytes,
+                min_one_message=min_one_message,
+            )
+            if committed:
+                plog = partition.log
+                upper = result.next_offset if result.records else fetch_offset
+                result = attrs.evolve(
+                    result,
+                    aborted_transactions=collect_aborted_transactions(
+                        self.metadata,
+                        self.index_cache,
+                        self._tip(partition),
+                        fetch_offset,
+                        upper,
+                        plog.collect_aborted_transactions,
+                        plog.local_log_start_offset,
+                    ),
+                )
+        except TierlogError as err:
+            if not err.__class__.__name__.startswith("OffsetOutOfRange"):
+                self.metrics.meter(m.FETCH_ERRORS, tp).mark()
+            raise
+        except Exception:
+            self.metrics.meter(m.FETCH_ERRORS, tp).mark()
+            raise
+        self.fetch_timer.update((time.perf_counter() - started) * 1000)
+        self.metrics.meter(m.FETCH_BYTES, tp).mark(len(result.records))
+        self.fetch_quota.record(len(result.records))
+        return result
+
+    def async_read(
+        self,
+        partition: Partition,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        min_one_message: bool,
+        committed: bool = False,
+    ) -> Future[RemoteFetchResult]:
+        """Queues a read on the reader pool; RemoteStorageQueueFullError if it is full."""
+        return self.reader_pool.submit(
+            lambda: self.read(
+                partition,
+                fetch_offset,
+                max_bytes,
+                min_one_message=min_one_message,
+                committed=committed,
+            )
+        )
+
+    # --- list offsets ---------------------------------------------------------------------
+
+    def offset_for_timestamp(
+        self, partition: Partition, timestamp: int
+    ) -> TimestampAndOffset | None:
+        return remote_offset_for_timestamp(self, partition.log, self._tip(partition), timestamp)
+
+    def max_timestamp(self, partition: Partition) -> TimestampAndOffset | None:
+        return remote_max_timestamp(self, partition.log, self._tip(partition))
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stops the tasks and readers; in-flight plugin calls finish first."""
+        self.stop_event.set()
+        with self._lock:
+            self._wake.notify_all()
+        self._scheduler.join()
+        self._copiers.shutdown(wait=True, cancel_futures=True)
+        self._expirers.shutdown(wait=True, cancel_futures=True)
+        self.reader_pool.shutdown()
+        self.index_cache.close()
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        self.metrics.remove_broker()
+        with self._lock:
+            tps = [t.topic_id_partition.topic_partition for t in self._tasks.values()]
+            self._tasks.clear()
+        for tp in tps:
+            self.metrics.remove_partition(tp)

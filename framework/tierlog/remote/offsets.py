@@ -1,0 +1,89 @@
+"""ListOffsets over the remote tier: by timestamp and for the largest timestamp.
+
+The log start offset already covers remote data (EARLIEST), and the highest tiered offset is the
+log's to answer (LATEST_TIERED); what needs the remote tier is a search by time in data that is
+no longer local. Segments are tried oldest first by their recorded max timestamp; within one,
+the remote time index (from the index cache) gives a starting position and the records are
+scanned from there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..log import PartitionLog, TimestampAndOffset
+from ..model import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from ..records import iter_batches
+from .reader import iter_stream_batches
+
+if TYPE_CHECKING:
+    from .manager import RemoteLogManager
+
+
+def _finished(
+    rlm: RemoteLogManager, plog: PartitionLog, tip: TopicIdPartition
+) -> list[RemoteLogSegmentMetadata]:
+    start = plog.log_start_offset
+    return sorted(
+        (
+            s
+            for s in rlm.metadata.list_remote_log_segments(tip)
+            if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED and s.end_offset >= start
+        ),
+        key=lambda s: s.start_offset,
+    )
+
+
+def _scan(
+    rlm: RemoteLogManager,
+    segment: RemoteLogSegmentMetadata,
+    timestamp: int,
+    start_offset: int,
+    *,
+    exact: bool,
+) -> TimestampAndOffset | None:
+    indexes = rlm.index_cache.get(segment)
+    hint = indexes.lookup_timestamp(timestamp)
+    position = 0 if hint is None else indexes.lookup_offset(hint)
+    with rlm.storage.fetch_log_segment(segment, position) as stream:
+        for header, data in iter_stream_batches(stream):
+            if header.max_timestamp < timestamp or header.last_offset < start_offset:
+                continue
+            for batch in iter_batches(data):
+                for record in batch.records():
+                    if record.offset < start_offset:
+                        continue
+                    hit = record.timestamp == timestamp if exact else record.timestamp >= timestamp
+                    if hit:
+                        return TimestampAndOffset(
+                            record.timestamp, record.offset, batch.partition_leader_epoch
+                        )
+    return None
+
+
+def remote_offset_for_timestamp(
+    rlm: RemoteLogManager, plog: PartitionLog, tip: TopicIdPartition, timestamp: int
+) -> TimestampAndOffset | None:
+    """The first remote record at or after ``timestamp``; None: search the local log."""
+    local_start = plog.local_log_start_offset
+    for segment in _finished(rlm, plog, tip):
+        if segment.max_timestamp_ms < timestamp:
+            continue
+        if segment.start_offset >= local_start:
+            return None
+        found = _scan(rlm, segment, timestamp, plog.log_start_offset, exact=False)
+        if found is not None:
+            return found
+    return None
+
+
+def remote_max_timestamp(
+    rlm: RemoteLogManager, plog: PartitionLog, tip: TopicIdPartition
+) -> TimestampAndOffset | None:
+    """The first record with the largest timestamp among remote-only segments."""
+    local_start = plog.local_log_start_offset
+    remote_only = [s for s in _finished(rlm, plog, tip) if s.start_offset < local_start]
+    if not remote_only:
+        return None
+    best = max(remote_only, key=lambda s: s.max_timestamp_ms)
+    return _scan(rlm, best, best.max_timestamp_ms, plog.log_start_offset, exact=True)

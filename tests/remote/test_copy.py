@@ -1,0 +1,148 @@
+"""The copy task: what gets tiered, when, in which metadata states, and what failures leave."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import pytest
+from tierlog.client import Admin, AlterConfig, ConfigResource, Consumer
+from tierlog.model import RemoteLogSegmentState, TopicPartition
+
+from tests.server.conftest import batch
+
+from .conftest import Tiered, wait_until
+
+SEGMENT = "4096"
+
+
+def consume_all(tiered: Tiered, topic: str, expected: int, partition: int = 0) -> list[bytes]:
+    consumer = Consumer(tiered.cluster.transport, {"auto.offset.reset": "earliest"})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition)])
+        wait_until(
+            lambda: (
+                got.extend(r.value or b"" for r in consumer.poll(timeout_ms=100))
+                or len(got) >= expected
+            ),
+            f"{expected} records consumed",
+        )
+    finally:
+        consumer.close()
+    return got
+
+
+def rolled_segments(tiered: Tiered, topic: str) -> int:
+    return sum(1 for s in tiered.log(topic).segments() if not s.is_active)
+
+
+def test_offload_and_consume_from_leader(make_tiered: Callable[..., Tiered]) -> None:
+    tiered = make_tiered(3)
+    tiered.client.create("t", 1, 3, segment_bytes=SEGMENT, remote_storage_enable="true")
+    tiered.fill("t", 40)
+    rolled = rolled_segments(tiered, "t")
+    assert rolled >= 5
+    wait_until(lambda: len(tiered.finished("t")) == rolled, "every rolled segment tiered")
+    copies = tiered.history.of("copy")
+    assert sorted((e.start_offset, e.end_offset) for e in copies) == sorted(
+        (s.start_offset, s.end_offset) for s in tiered.finished("t")
+    )
+    plog = tiered.log("t")
+    assert plog.highest_offset_in_remote_storage == max(e.end_offset for e in copies)
+    for event in copies:
+        data = event.detail
+        assert data.producer_snapshot_index.name == f"{event.end_offset + 1:020d}.snapshot"
+        assert data.leader_epoch_index.startswith(b"0\n")
+    assert tiered.remote_objects()
+    assert len(consume_all(tiered, "t", 400)) == 400
+
+
+def test_a_failed_copy_leaves_no_finished_metadata_and_is_retried(
+    make_tiered: Callable[..., Tiered],
+) -> None:
+    tiered = make_tiered(1, **{"remote.log.manager.task.retry.backoff.ms": "10"})
+    tiered.history.fail_copies = 2
+    tiered.client.create("t", segment_bytes=SEGMENT, remote_storage_enable="true")
+    tiered.fill("t", 20)
+    rolled = rolled_segments(tiered, "t")
+    wait_until(lambda: len(tiered.finished("t")) == rolled, "every rolled segment tiered")
+    ranges = [(s.start_offset, s.end_offset) for s in tiered.finished("t")]
+    assert len(ranges) == len(set(ranges))
+    registry = tiered.broker_for("t").plugin_host.metrics  # type: ignore[union-attr]
+    errors = registry.value(
+        "BrokerTopicMetrics", "RemoteCopyErrorsPerSec", topic="t", partition="0"
+    )
+    assert errors["count"] == 2  # type: ignore[index]
+
+
+def test_custom_metadata_over_the_cap_stops_copying(make_tiered: Callable[..., Tiered]) -> None:
+    tiered = make_tiered(1, **{"remote.log.metadata.custom.metadata.max.bytes": "1"})
+    tiered.client.create("t", segment_bytes=SEGMENT, remote_storage_enable="true")
+    tiered.fill("t", 20)
+    wait_until(lambda: tiered.history.of("delete"), "the oversized upload deleted")
+    assert tiered.finished("t") == []
+    assert len(tiered.history.of("copy")) == 1  # the task stops for this leadership
+    assert tiered.log("t").highest_offset_in_remote_storage == -1
+
+
+def test_segments_without_producer_snapshots_are_tiered_with_empty_ones(
+    make_tiered: Callable[..., Tiered], caplog: pytest.LogCaptureFixture
+) -> None:
+    tiered = make_tiered(1)
+    tiered.client.create("old", segment_bytes=SEGMENT)
+    tiered.fill("old", 30)
+    rolled = rolled_segments(tiered, "old")
+    directory = tiered.log("old").directory
+    tiered.cluster.stop_broker(0)
+    for snapshot in directory.glob("*.snapshot"):
+        snapshot.unlink()  # as if the data predated snapshots at every roll
+    tiered.cluster.start_broker(0)
+    caplog.set_level(logging.WARNING, logger="tierlog.remote.copy")
+    with Admin(tiered.cluster.transport) as admin:
+        admin.alter_configs(
+            {
+                ConfigResource.topic("old"): [
+                    AlterConfig("remote.storage.enable", "true"),
+                    AlterConfig("local.retention.bytes", "1"),
+                ]
+            }
+        )
+    wait_until(lambda: len(tiered.finished("old")) == rolled, "every old segment tiered")
+    warnings = [r for r in caplog.records if "no producer snapshot" in r.getMessage()]
+    assert len(warnings) == rolled
+    assert "old-0" in warnings[0].getMessage()
+    registry = tiered.cluster.broker(0).plugin_host.metrics  # type: ignore[union-attr]
+    created = registry.value(
+        "BrokerTopicMetrics", "EmptyProducerSnapshotsCreated", topic="old", partition="0"
+    )
+    assert created["count"] == rolled  # type: ignore[index]
+    wait_until(
+        lambda: tiered.log("old").local_log_start_offset > 0, "local copies deleted after tiering"
+    )
+    assert len(consume_all(tiered, "old", 300)) == 300
+    assert any(
+        s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED for s in tiered.finished("old")
+    )
+    assert tiered.history.of("fetch")
+
+
+def test_an_aged_active_segment_is_rolled_and_offloaded(
+    make_tiered: Callable[..., Tiered],
+) -> None:
+    tiered = make_tiered(1)
+    tiered.client.create("t", segment_ms="100", remote_storage_enable="true")
+
+    def append_now() -> None:
+        stamp = int(time.time() * 1000)  # rolling by age reads the records' timestamps
+        assert tiered.client.produce("t", 0, batch(1, timestamp=stamp)).error_code == 0
+
+    append_now()
+
+    def offloaded() -> bool:
+        append_now()  # an append after segment.ms rolls the active segment
+        return any(s.start_offset == 0 for s in tiered.finished("t"))
+
+    wait_until(offloaded, "the first segment rolled by age and tiered")
+    assert tiered.history.of("copy")[0].start_offset == 0

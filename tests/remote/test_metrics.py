@@ -1,0 +1,50 @@
+"""The remote log manager's metrics, under Kafka's names with topic and partition tags."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .conftest import Tiered, wait_until
+
+
+def test_copy_fetch_delete_and_pool_metrics(make_tiered: Callable[..., Tiered]) -> None:
+    tiered = make_tiered(1)
+    tiered.client.create(
+        "t",
+        segment_bytes="4096",
+        remote_storage_enable="true",
+        local_retention_bytes="1",
+        retention_bytes=str(6 * 4096),
+    )
+    tiered.fill("t", 40)
+    plog = tiered.log("t")
+    wait_until(lambda: plog.log_start_offset > 0, "remote retention ran")
+    wait_until(lambda: plog.local_log_start_offset > plog.log_start_offset, "remote-only data")
+    # retention may still be moving the log start: a client would retry from the new one
+    wait_until(
+        lambda: tiered.client.fetch("t", 0, plog.log_start_offset).records,
+        "a fetch from the log start",
+    )
+    registry = tiered.cluster.broker(0).plugin_host.metrics  # type: ignore[union-attr]
+
+    def value(name: str, group: str = "BrokerTopicMetrics") -> object:
+        return registry.value(group, name, topic="t", partition="0")
+
+    copied = value("RemoteCopyBytesPerSec")
+    assert copied["count"] > 0  # type: ignore[index]
+    assert value("RemoteCopyRequestsPerSec")["count"] > 0  # type: ignore[index]
+    assert value("RemoteFetchRequestsPerSec")["count"] >= 1  # type: ignore[index]
+    assert value("RemoteFetchBytesPerSec")["count"] > 0  # type: ignore[index]
+    assert value("RemoteDeleteRequestsPerSec")["count"] >= 1  # type: ignore[index]
+    wait_until(lambda: value("RemoteLogMetadataCount") == len(tiered.finished("t")), "count")
+    wait_until(
+        lambda: (
+            value("RemoteLogSizeBytes")
+            == sum(s.segment_size_in_bytes for s in tiered.finished("t"))
+        ),
+        "remote size",
+    )
+    assert value("RemoteCopyLagSegments") >= 0  # type: ignore[operator]
+    assert value("RemoteCopyLagBytes") >= 0  # type: ignore[operator]
+    assert registry.value("RemoteStorageThreadPool", "RemoteLogReaderTaskQueueSize") == 0
+    assert registry.value("RemoteStorageThreadPool", "RemoteLogReaderActiveThreads") == 0
