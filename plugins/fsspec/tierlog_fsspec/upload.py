@@ -13,7 +13,6 @@ import concurrent.futures
 import contextlib
 import io
 import logging
-import mmap
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -318,24 +317,25 @@ def _identity_chunks(path: str, size: int, chunk_size: int, where: str) -> Chunk
 
 
 def _file_checksums(path: str, size: int, chunk_size: int, where: str) -> list[int]:
-    """CRC-32C of every chunk of a local file, read through a memory map (no copies)."""
+    """CRC-32C of every chunk of a local file, read chunk by chunk into one reused buffer.
+
+    Not through a memory map: mapped pages count towards the broker's resident memory, and
+    tiering a large segment must not grow it by the segment's size.
+    """
     if size == 0:
         return []
+    buffer = memoryview(bytearray(min(chunk_size, size)))
+    checksums = []
     with _open_local(path, where) as source:
-        try:
-            mapped = mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as err:
-            raise RemoteStorageError(f"{where}: cannot map the local file {path}: {err}") from err
-    with mapped:
-        if len(mapped) < size:
-            raise RemoteStorageError(
-                f"{where}: the local segment file {path} shrank while uploading"
-            )
-        view = memoryview(mapped)
-        try:
-            return [
-                checksum(view[start : min(start + chunk_size, size)])
-                for start in range(0, size, chunk_size)
-            ]
-        finally:
-            view.release()
+        for start in range(0, size, chunk_size):
+            piece = buffer[: min(chunk_size, size - start)]
+            try:
+                read = source.readinto(piece)
+            except OSError as err:
+                raise RemoteStorageError(f"{where}: reading {path} failed: {err}") from err
+            if read != len(piece):
+                raise RemoteStorageError(
+                    f"{where}: the local segment file {path} shrank while uploading"
+                )
+            checksums.append(checksum(piece))
+    return checksums
