@@ -284,6 +284,13 @@ class MetricKindError(TierlogError, TypeError):
         super().__init__(f"metric {name} is already registered as a {existing}, not a {requested}")
 
 
+def error_code_of(err: BaseException) -> int:
+    """The Kafka error code to answer for ``err``: its own, or UNKNOWN_SERVER_ERROR."""
+    if isinstance(err, TierlogError) and err.code is not None:
+        return err.code
+    return -1  # UnknownServerError.code
+
+
 def error_for_code(code: int) -> type[TierlogError]:
     """The error class for a Kafka protocol error code (UnknownServerError if none matches)."""
     return _BY_CODE.get(code, UnknownServerError)

@@ -64,3 +64,9 @@ def test_plugin_errors_name_the_plugin() -> None:
     assert "'acme'" in str(load) and "'acme-dist'" in str(load) and isinstance(load, ImportError)
     call = errors.PluginCallError("acme", "configure", KeyError("url"))
     assert str(call) == "plugin 'acme' failed in configure: KeyError: 'url'"
+
+
+def test_error_code_of_answers_unknown_server_error_for_anything_unplanned() -> None:
+    assert errors.error_code_of(errors.NotLeaderOrFollowerError("moved")) == 6
+    assert errors.error_code_of(errors.RemoteStorageError("no code")) == -1
+    assert errors.error_code_of(KeyError("bug")) == errors.UnknownServerError.code

@@ -25,7 +25,7 @@ from typing import Protocol
 import attrs
 
 from ..config import BrokerConfig
-from ..errors import RetriableError, TierlogError
+from ..errors import OffsetOutOfRangeError, RetriableError, TierlogError
 from ..host import PluginHost
 from ..log import PartitionLog, TimestampAndOffset
 from ..model import (
@@ -435,7 +435,7 @@ class RemoteLogManager:
                     ),
                 )
         except TierlogError as err:
-            if not err.__class__.__name__.startswith("OffsetOutOfRange"):
+            if not isinstance(err, OffsetOutOfRangeError):  # a client's bad offset, not ours
                 self.metrics.meter(m.FETCH_ERRORS, tp).mark()
             raise
         except Exception:

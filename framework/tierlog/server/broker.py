@@ -36,8 +36,8 @@ from ..errors import (
     RemoteStorageQueueFullError,
     ReplicaNotAvailableError,
     TierlogError,
-    UnknownServerError,
     UnknownTopicOrPartitionError,
+    error_code_of,
 )
 from ..host import PluginHost
 from ..log import AppendOrigin, LogConfig, PartitionLog, TimestampAndOffset, files
@@ -83,14 +83,6 @@ class BrokerState(enum.Enum):
 
 
 StateListener = Callable[["Broker", BrokerState], None]
-
-
-def _code(err: BaseException) -> int:
-    if isinstance(err, TierlogError) and err.code is not None:
-        return err.code
-    code = UnknownServerError.code
-    assert code is not None
-    return code
 
 
 def _message(err: BaseException) -> str:
@@ -480,7 +472,7 @@ class Broker:
                 except Exception as err:
                     results.append(
                         p.PartitionProduceResponse(
-                            data.index, error_code=_code(err), error_message=_message(err)
+                            data.index, error_code=error_code_of(err), error_message=_message(err)
                         )
                     )
             topics.append(p.TopicProduceResponse(topic.name, results))
@@ -612,7 +604,7 @@ class Broker:
                     continue
                 error = future.exception()
                 if error is not None:
-                    results[key] = p.FetchPartitionData(index, error_code=_code(error))
+                    results[key] = p.FetchPartitionData(index, error_code=error_code_of(error))
                 else:
                     read = future.result()
                     results[key] = partition_data(
@@ -630,7 +622,7 @@ class Broker:
         try:
             validate_topic_name(topic.topic, internal_allowed=True)
         except TierlogError as err:
-            return ResolvedFetchTopic(topic.topic, ZERO_UUID, topic.partitions, _code(err))
+            return ResolvedFetchTopic(topic.topic, ZERO_UUID, topic.partitions, error_code_of(err))
         found = image.topic(topic.topic)
         if found is None:
             return ResolvedFetchTopic(topic.topic, ZERO_UUID, topic.partitions, unknown)
@@ -652,7 +644,9 @@ class Broker:
                     results.append(self._offset_for(partition, part, committed))
                 except Exception as err:
                     results.append(
-                        p.ListOffsetsPartitionResponse(part.partition_index, error_code=_code(err))
+                        p.ListOffsetsPartitionResponse(
+                            part.partition_index, error_code=error_code_of(err)
+                        )
                     )
             topics.append(p.ListOffsetsTopicResponse(topic.name, results))
         return p.ListOffsetsResponse(topics)
@@ -743,7 +737,7 @@ class Broker:
         try:
             validate_topic_name(wanted.name, internal_allowed=True)
         except TierlogError as err:
-            return p.MetadataResponseTopic(wanted.name, _code(err))
+            return p.MetadataResponseTopic(wanted.name, error_code_of(err))
         found = image.topic(wanted.name)
         if found is None:
             if (
@@ -754,7 +748,7 @@ class Broker:
                 try:
                     found = self.controller.create_topic(wanted.name)
                 except TierlogError as err:
-                    return p.MetadataResponseTopic(wanted.name, _code(err))
+                    return p.MetadataResponseTopic(wanted.name, error_code_of(err))
                 return self._topic_metadata(self.controller.image(), found)
             return p.MetadataResponseTopic(wanted.name, unknown)
         return self._topic_metadata(image, found)
@@ -802,7 +796,9 @@ class Broker:
                     results.append(p.DeleteRecordsPartitionResult(part.partition_index, low))
                 except Exception as err:
                     results.append(
-                        p.DeleteRecordsPartitionResult(part.partition_index, error_code=_code(err))
+                        p.DeleteRecordsPartitionResult(
+                            part.partition_index, error_code=error_code_of(err)
+                        )
                     )
             topics.append(p.DeleteRecordsTopicResult(topic.name, results))
         return p.DeleteRecordsResponse(topics)
@@ -826,7 +822,7 @@ class Broker:
                         p.EpochEndOffset(part.partition, leader_epoch=epoch, end_offset=end)
                     )
                 except Exception as err:
-                    results.append(p.EpochEndOffset(part.partition, error_code=_code(err)))
+                    results.append(p.EpochEndOffset(part.partition, error_code=error_code_of(err)))
             topics.append(p.OffsetForLeaderTopicResult(topic.topic, results))
         return p.OffsetsForLeaderEpochResponse(topics)
 
@@ -854,7 +850,9 @@ class Broker:
                         self._on_append(partition.topic_partition)
                         results.append(p.WritableTxnMarkerPartitionResult(index))
                     except Exception as err:
-                        results.append(p.WritableTxnMarkerPartitionResult(index, _code(err)))
+                        results.append(
+                            p.WritableTxnMarkerPartitionResult(index, error_code_of(err))
+                        )
                 topics.append(p.WritableTxnMarkerTopicResult(topic.name, results))
             markers.append(p.WritableTxnMarkerResult(marker.producer_id, topics))
         return p.WriteTxnMarkersResponse(markers)
@@ -902,7 +900,7 @@ class Broker:
                     p.DescribeConfigsResult(
                         resource.resource_type,
                         resource.resource_name,
-                        error_code=_code(err),
+                        error_code=error_code_of(err),
                         error_message=_message(err),
                     )
                 )
@@ -954,7 +952,7 @@ class Broker:
                     p.AlterConfigsResourceResponse(
                         resource.resource_type,
                         resource.resource_name,
-                        error_code=_code(err),
+                        error_code=error_code_of(err),
                         error_message=_message(err),
                     )
                 )
@@ -985,7 +983,7 @@ class Broker:
                     followers.append(partition)
             except Exception as err:
                 log.exception("broker %d: LeaderAndIsr for %s failed", self.broker_id, tp)
-                code = _code(err)
+                code = error_code_of(err)
             errors.append(p.LeaderAndIsrPartitionError(tp.topic, tp.partition, code))
             self._on_append(tp)
         if self.remote_log_manager is not None:
@@ -1010,7 +1008,7 @@ class Broker:
             try:
                 self._remove_partition(tp, delete=state.delete_partition)
             except Exception as err:
-                code = _code(err)
+                code = error_code_of(err)
             errors.append(p.StopReplicaPartitionError(tp.topic, tp.partition, code))
         return p.StopReplicaResponse(partition_errors=errors)
 

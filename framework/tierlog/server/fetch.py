@@ -23,8 +23,7 @@ import attrs
 from ..errors import (
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
-    TierlogError,
-    UnknownServerError,
+    error_code_of,
 )
 from ..log import AbortedTxn, FetchIsolation
 from ..model import TopicPartition, Uuid
@@ -142,7 +141,9 @@ def read_partitions(
                     or not in_remote(partition, fetch.fetch_offset)
                 ):
                     has_error = True
-                    results.append(p.FetchPartitionData(fetch.partition, error_code=_code(err)))
+                    results.append(
+                        p.FetchPartitionData(fetch.partition, error_code=error_code_of(err))
+                    )
                 elif request.replica_id >= 0:
                     has_error = True
                     code = OffsetMovedToTieredStorageError.code
@@ -163,7 +164,7 @@ def read_partitions(
                     results.append(partition_data(fetch.partition, partition))
             except Exception as err:
                 has_error = True
-                results.append(p.FetchPartitionData(fetch.partition, error_code=_code(err)))
+                results.append(p.FetchPartitionData(fetch.partition, error_code=error_code_of(err)))
         responses.append(p.FetchableTopicResponse(topic.name, results, topic_id=topic.topic_id))
     return FetchOutcome(p.FetchResponse(responses), total, has_error, tuple(remote))
 
@@ -196,14 +197,6 @@ def with_partition_results(
         parts = [results.get((ti, pi), part) for pi, part in enumerate(topic.partitions)]
         topics.append(attrs.evolve(topic, partitions=parts))
     return attrs.evolve(response, responses=topics)
-
-
-def _code(err: BaseException) -> int:
-    if isinstance(err, TierlogError) and err.code is not None:
-        return err.code
-    code = UnknownServerError.code
-    assert code is not None
-    return code
 
 
 class DelayedFetch(DelayedOperation):
