@@ -13,11 +13,14 @@ from typing import Any, Self, TypeVar
 
 import attrs
 
+from ..config import REQUIRED, ConfigKey, ConfigType
+from ..config.validators import Validator, at_least, between, one_of
 from ..errors import InvalidConfigError
 from ..records import Compression
 
 _T = TypeVar("_T")
 _INT32_MAX = (1 << 31) - 1
+_INT64_MAX = (1 << 63) - 1
 
 #: The field metadata key that holds a setting's Kafka name.
 _KEY = "kafka_key"
@@ -32,56 +35,38 @@ def _bad(key: str, value: object, allowed: str) -> InvalidConfigError:
     return InvalidConfigError(f"{key} must be {allowed}, not {value!r}", key=key, value=value)
 
 
-def _int(key: str, low: int = 0, high: int = (1 << 63) - 1) -> Callable[[Any], int]:
-    def convert(value: Any) -> int:
-        if isinstance(value, bool):
-            raise _bad(key, value, "an integer")
-        if isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                raise _bad(key, value, "an integer") from None
-        if not isinstance(value, int):
-            raise _bad(key, value, "an integer")
-        if not low <= value <= high:
-            raise InvalidConfigError(
-                f"{key} must be in [{low}, {high}], not {value}", key=key, value=value
-            )
-        return value
+def _checked(
+    key: str, kind: ConfigType, validator: Validator | None = None, *, fold_case: bool = False
+) -> Callable[[Any], Any]:
+    """A converter that parses and validates like every other tierlog config: through a
+    ``ConfigKey``, so types, ranges and error messages are the same as the broker's."""
+    spec = ConfigKey(key, kind, REQUIRED, doc=key, validator=validator)
+
+    def convert(value: Any) -> Any:
+        if fold_case and isinstance(value, str):
+            value = value.strip().lower()
+        return spec.parse(value)
 
     return convert
+
+
+def _int(key: str, low: int = 0, high: int = _INT64_MAX) -> Callable[[Any], int]:
+    kind = ConfigType.INT if high <= _INT32_MAX else ConfigType.LONG
+    limit = at_least(low) if high in (_INT32_MAX, _INT64_MAX) else between(low, high)
+    return _checked(key, kind, limit)
 
 
 def _bool(key: str) -> Callable[[Any], bool]:
-    def convert(value: Any) -> bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-            return value.strip().lower() == "true"
-        raise _bad(key, value, "true or false")
-
-    return convert
+    return _checked(key, ConfigType.BOOLEAN)
 
 
 def _choice(key: str, *allowed: str) -> Callable[[Any], str]:
-    def convert(value: Any) -> str:
-        text = value.strip().lower() if isinstance(value, str) else value
-        if text not in allowed:
-            raise InvalidConfigError(
-                f"{key} must be one of {', '.join(allowed)}, not {value!r}", key=key, value=value
-            )
-        return str(text)
-
-    return convert
+    """One of ``allowed``, matched case-insensitively as Kafka's clients do."""
+    return _checked(key, ConfigType.STRING, one_of(*allowed), fold_case=True)
 
 
 def _str(key: str) -> Callable[[Any], str]:
-    def convert(value: Any) -> str:
-        if not isinstance(value, str):
-            raise InvalidConfigError(f"{key} must be a string, not {value!r}", key=key, value=value)
-        return value
-
-    return convert
+    return _checked(key, ConfigType.STRING)
 
 
 def _acks(value: Any) -> int:
