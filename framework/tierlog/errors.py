@@ -234,6 +234,10 @@ class InvalidStateTransitionError(TierlogError, ValueError):
     """A metadata state change that the state machine does not allow."""
 
 
+class MetadataFormatError(TierlogError, ValueError):
+    """A remote log metadata event or checkpoint that cannot be decoded."""
+
+
 # --- plugins and lifecycle -------------------------------------------------------------------
 
 

@@ -254,8 +254,23 @@ class CustomMetadata:
 
 
 def _epochs(value: Mapping[int, int] | Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    if type(value) is tuple and len(value) == 1:  # the common case, already in shape
+        (pair,) = value
+        if type(pair) is tuple and len(pair) == 2 and type(pair[0]) is type(pair[1]) is int:
+            return value
     pairs = value.items() if isinstance(value, Mapping) else value
     return tuple(sorted((int(epoch), int(offset)) for epoch, offset in pairs))
+
+
+_SEGMENT_INTEGERS = (
+    "start_offset",
+    "end_offset",
+    "max_timestamp_ms",
+    "broker_id",
+    "event_timestamp_ms",
+    "segment_size_in_bytes",
+)
+_SEGMENT_NON_NEGATIVE = ("start_offset", "end_offset", "segment_size_in_bytes")
 
 
 @attrs.frozen
@@ -267,27 +282,46 @@ class RemoteLogSegmentMetadata:
     ``leader_epochs`` gives it as a dict.
     """
 
-    remote_log_segment_id: RemoteLogSegmentId = attrs.field(
-        validator=attrs.validators.instance_of(RemoteLogSegmentId)
-    )
-    start_offset: int = attrs.field(validator=_non_negative)
-    end_offset: int = attrs.field(validator=_non_negative)
-    max_timestamp_ms: int = attrs.field(validator=_is_int)
-    broker_id: int = attrs.field(validator=_is_int)
-    event_timestamp_ms: int = attrs.field(validator=_is_int)
-    segment_size_in_bytes: int = attrs.field(validator=_non_negative)
+    # Checked in __attrs_post_init__, in one pass: brokers build hundreds of thousands of these
+    # when they load remote log metadata, and one call costs a fraction of ten validators.
+    remote_log_segment_id: RemoteLogSegmentId
+    start_offset: int
+    end_offset: int
+    max_timestamp_ms: int
+    broker_id: int
+    event_timestamp_ms: int
+    segment_size_in_bytes: int
     segment_leader_epochs: tuple[tuple[int, int], ...] = attrs.field(converter=_epochs)
-    custom_metadata: CustomMetadata | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.instance_of(CustomMetadata)),
-    )
-    state: RemoteLogSegmentState = attrs.field(
-        default=RemoteLogSegmentState.COPY_SEGMENT_STARTED,
-        validator=attrs.validators.instance_of(RemoteLogSegmentState),
-    )
-    txn_idx_empty: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    custom_metadata: CustomMetadata | None = None
+    state: RemoteLogSegmentState = RemoteLogSegmentState.COPY_SEGMENT_STARTED
+    txn_idx_empty: bool = False
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.remote_log_segment_id, RemoteLogSegmentId):
+            raise TypeError(
+                "remote_log_segment_id must be a RemoteLogSegmentId, got "
+                f"{self.remote_log_segment_id!r}"
+            )
+        start, end, size = self.start_offset, self.end_offset, self.segment_size_in_bytes
+        if not (
+            type(start) is type(end) is type(size) is int
+            and type(self.max_timestamp_ms) is type(self.broker_id) is int
+            and type(self.event_timestamp_ms) is int
+            and start >= 0
+            and end >= 0
+            and size >= 0
+        ):
+            self._check_integers()  # the slow path names the field
+        if self.custom_metadata is not None and not isinstance(
+            self.custom_metadata, CustomMetadata
+        ):
+            raise TypeError(
+                f"custom_metadata must be a CustomMetadata or None, got {self.custom_metadata!r}"
+            )
+        if not isinstance(self.state, RemoteLogSegmentState):
+            raise TypeError(f"state must be a RemoteLogSegmentState, got {self.state!r}")
+        if not isinstance(self.txn_idx_empty, bool):
+            raise TypeError(f"txn_idx_empty must be a bool, got {self.txn_idx_empty!r}")
         if self.end_offset < self.start_offset:
             raise ValueError(
                 f"end_offset {self.end_offset} is below start_offset {self.start_offset}"
@@ -306,6 +340,16 @@ class RemoteLogSegmentMetadata:
             if previous is not None and offset < previous:
                 raise ValueError("leader epoch start offsets must not decrease as epochs grow")
             previous = offset
+
+    def _check_integers(self) -> None:
+        for name in _SEGMENT_INTEGERS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+        for name in _SEGMENT_NON_NEGATIVE:
+            value = getattr(self, name)
+            if value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
 
     @property
     def topic_id_partition(self) -> TopicIdPartition:

@@ -34,6 +34,7 @@ ENV_TRACE = "TIERLOG_TRACE_PLUGINS"
 #: Built-in plugins, registered like any other plugin (name -> "module:attribute").
 BUILTIN_PLUGINS: dict[str, str] = {
     "memory": "tierlog.metadata.memory:InMemoryRemoteLogMetadataManager",
+    "topic": "tierlog.metadata.topic_based:TopicBasedRemoteLogMetadataManager",
 }
 
 ROLE_STORAGE = "RemoteStorageManager"

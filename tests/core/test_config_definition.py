@@ -55,7 +55,7 @@ KAFKA_REMOTE_DEFAULTS = [
     ("remote.fetch.max.wait.ms", 500, True),
     ("remote.list.offsets.request.timeout.ms", 30000, True),
     ("remote.log.storage.manager.name", None, False),
-    ("remote.log.metadata.manager.name", "memory", False),
+    ("remote.log.metadata.manager.name", "topic", False),
 ]
 
 KAFKA_GENERAL_DEFAULTS = [

@@ -190,10 +190,10 @@ def test_the_named_provider_is_used_and_the_other_stays_dormant(tmp_path: Path) 
     calls: list[Any] = []
     host = host_for(both(calls, "s3like", "local"), **{"remote.log.storage.manager.name": "local"})
     host.start()
-    # the built-in in-memory metadata manager is the default, registered like any plugin
-    assert host.chosen == {"RemoteStorageManager": "local", "RemoteLogMetadataManager": "memory"}
+    # the built-in topic-based metadata manager is the default, registered like any plugin
+    assert host.chosen == {"RemoteStorageManager": "local", "RemoteLogMetadataManager": "topic"}
     assert ("s3like", "configure") not in calls and ("meta", "configure") not in calls
-    assert host.plugin_manager.sources["memory"].builtin
+    assert host.plugin_manager.sources["topic"].builtin
     assert host.storage.provider == "local"
     host.close()
 

@@ -61,7 +61,11 @@ def segment_data(tmp_path: Path, payload: bytes) -> LogSegmentData:
 def started_host(plugins: dict[str, Any]) -> PluginHost:
     pm = make_plugin_manager(load_entry_points=False, extra_plugins=plugins)
     config = BrokerConfig.from_mapping(
-        {"remote.log.storage.system.enable": "true", "remote.log.storage.manager.name": "store"}
+        {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.storage.manager.name": "store",
+            "remote.log.metadata.manager.name": "memory",
+        }
     )
     host = PluginHost.create(config, plugin_manager=pm)
     host.start()

@@ -17,7 +17,7 @@ from tierlog.demo import run_demo
 def test_run_demo_tiers_deletes_local_copies_and_reads_both_tiers(tmp_path: Path) -> None:
     report = run_demo(tmp_path, records=6000, segment_bytes=32 * 1024)
     assert report.consumed == report.records == 6000
-    assert (report.storage_plugin, report.metadata_plugin) == ("fsspec", "memory")
+    assert (report.storage_plugin, report.metadata_plugin) == ("fsspec", "topic")
     assert report.tiered_segments >= 3
     assert report.local_segments == 3  # only each partition's active segment stays local
     assert 0 < report.remote_records_verified < report.records

@@ -1,8 +1,9 @@
-"""Tiered clusters on real files: the fsspec plugin on ``file://``, the in-memory metadata.
+"""Tiered clusters on real files: the fsspec plugin on ``file://``, the topic-based metadata.
 
 :class:`StorageHistory` wraps the chosen storage manager (a pluggy wrapper, so the real plugin
 still does the work) and records every call as an event, as Kafka's LocalTieredStorage does, so
-tests can assert what was uploaded, fetched and deleted. It can also slow fetches down.
+tests can assert what was uploaded, fetched and deleted, and on which thread. It can also slow
+fetches down or fail them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import attrs
 import pytest
 from tierlog import hookimpl
 from tierlog.cluster import EmbeddedCluster
+from tierlog.errors import RemoteStorageNotReadyError
 from tierlog.model import RemoteLogSegmentState
 from tierlog.server import protocol as p
 from tierlog.server.broker import Broker
@@ -33,15 +35,20 @@ class Event:
     end_offset: int
     segment_id: str
     detail: object = None
+    thread: str = ""
 
 
 class StorageHistory:
-    """Records every storage call; ``fetch_delay`` (seconds) slows segment fetches."""
+    """Records every storage call; ``fetch_delay`` (seconds) slows segment fetches.
+
+    ``fail_copies`` and ``fail_fetches`` make that many next copies or segment fetches fail.
+    """
 
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.fetch_delay = 0.0
         self.fail_copies = 0
+        self.fail_fetches = 0
         self.release = threading.Event()
         self._lock = threading.Lock()
 
@@ -54,6 +61,7 @@ class StorageHistory:
                     metadata.end_offset,
                     str(metadata.remote_log_segment_id.id),
                     detail,
+                    threading.current_thread().name,
                 )
             )
 
@@ -78,6 +86,9 @@ class StorageHistory:
     ) -> Generator[None, Any, Any]:
         if self.fetch_delay:
             self.release.wait(self.fetch_delay)
+        if self.fail_fetches > 0:
+            self.fail_fetches -= 1
+            raise OSError("injected fetch failure")
         self._add("fetch", remote_log_segment_metadata, start_position)
         return (yield)
 
@@ -157,11 +168,11 @@ class Tiered:
         from tierlog.model import TopicIdPartition
 
         tip = TopicIdPartition(replica.topic_id, replica.topic_partition)
-        return [
-            s
-            for s in broker.plugin_host.metadata.list_remote_log_segments(tip)
-            if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-        ]
+        try:
+            listed = list(broker.plugin_host.metadata.list_remote_log_segments(tip))
+        except RemoteStorageNotReadyError:  # still loading after a (re)start
+            return []
+        return [s for s in listed if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED]
 
 
 @pytest.fixture

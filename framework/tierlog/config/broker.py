@@ -330,12 +330,13 @@ _REMOTE_KEYS: Final = (
     ConfigKey(
         "remote.log.metadata.manager.name",
         STRING,
-        "memory",
+        "topic",
         synonyms=("remote.log.metadata.manager.class.name",),
         importance=HIGH,
         doc=(
-            "Plugin name of the remote log metadata manager. The default is the built-in "
-            "in-memory manager (Kafka's default is its built-in topic-based manager)."
+            "Plugin name of the remote log metadata manager: the built-in topic-based "
+            "manager (topic, the default, as in Kafka), the built-in in-process manager "
+            "(memory, for tests) or an installed plugin."
         ),
     ),
     ConfigKey(

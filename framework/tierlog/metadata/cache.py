@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import RemoteResourceNotFoundError
 from ..model import (
@@ -22,6 +23,9 @@ from ..model import (
     TopicIdPartition,
     check_transition,
 )
+
+if TYPE_CHECKING:
+    from .checkpoint import EpochSnapshot
 
 __all__ = ["RemoteLogLeaderEpochState", "RemoteLogMetadataCache"]
 
@@ -216,6 +220,10 @@ class RemoteLogMetadataCache:
 
     # --- queries ---------------------------------------------------------------------------
 
+    def segment(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
+        """The live segment with this id, in whatever state, or None."""
+        return self._id_to_metadata.get(segment_id)
+
     def remote_log_segment_metadata(
         self, leader_epoch: int, offset: int
     ) -> RemoteLogSegmentMetadata | None:
@@ -263,6 +271,63 @@ class RemoteLogMetadataCache:
             assert epoch_end is not None
             segment = self.remote_log_segment_metadata(leader_epoch, epoch_end + 1)
         return segment
+
+    # --- checkpoints -----------------------------------------------------------------------
+
+    def snapshot(self) -> tuple[tuple[RemoteLogSegmentMetadata, ...], tuple[EpochSnapshot, ...]]:
+        """The live segments and each epoch's served segments and highest offset: enough for
+        ``restore`` to rebuild this cache exactly, without replaying the events."""
+        from .checkpoint import EpochSnapshot
+
+        epochs = tuple(
+            EpochSnapshot(
+                epoch,
+                state.highest_log_offset,
+                tuple((o, state._offset_to_id[o].id) for o in state._start_offsets),
+            )
+            for epoch, state in sorted(self._epochs.items())
+        )
+        return tuple(self._id_to_metadata.values()), epochs
+
+    @classmethod
+    def restore(
+        cls,
+        topic_id_partition: TopicIdPartition,
+        segments: Iterable[RemoteLogSegmentMetadata],
+        epochs: Iterable[EpochSnapshot],
+        *,
+        initialized: bool = True,
+    ) -> RemoteLogMetadataCache:
+        """The cache ``snapshot`` described. Segments of an epoch that it does not serve are
+        its unreferenced ones.
+
+        :raises ValueError: the snapshot refers to a segment it does not hold, or holds one of
+            another partition.
+        """
+        cache = cls(topic_id_partition, initialized=initialized)
+        by_uuid: dict[object, RemoteLogSegmentId] = {}
+        id_to_metadata = cache._id_to_metadata
+        epoch_state = cache._epoch_state
+        for metadata in segments:  # runs once per segment at start-up: kept lean
+            segment_id = metadata.remote_log_segment_id
+            if segment_id.topic_id_partition is not topic_id_partition:
+                cache._check_partition(segment_id.topic_id_partition)
+            id_to_metadata[segment_id] = metadata
+            by_uuid[segment_id.id] = segment_id
+            for epoch, _start in metadata.segment_leader_epochs:
+                epoch_state(epoch)._unreferenced.add(segment_id)
+        for saved in epochs:
+            state = cache._epoch_state(saved.leader_epoch)
+            state._highest_log_offset = saved.highest_log_offset
+            for offset, uuid in saved.referenced:
+                served = by_uuid.get(uuid)
+                if served is None:
+                    raise ValueError(f"epoch {saved.leader_epoch} serves unknown segment {uuid}")
+                state._start_offsets.append(offset)
+                state._offset_to_id[offset] = served
+                state._unreferenced.discard(served)
+            state._start_offsets.sort()
+        return cache
 
     # --- helpers ---------------------------------------------------------------------------
 

@@ -37,11 +37,12 @@ from ..model import (
     TopicPartition,
     Uuid,
 )
+from ..server.topics import is_internal
 from . import metrics as m
 from .copy import copy_log_segments, find_highest_remote_offset, now_ms
 from .expiration import expire_remote_segments
 from .index_cache import RemoteIndexCache
-from .offsets import remote_max_timestamp, remote_offset_for_timestamp
+from .offsets import needs_remote_search, offset_for_timestamp_across_tiers
 from .quota import RateQuota
 from .reader import ReaderPool, RemoteFetchResult, collect_aborted_transactions, read_remote
 
@@ -157,6 +158,9 @@ class RemoteLogManager:
         self.metrics.broker_gauge(m.READER_GROUP, m.READER_QUEUE_SIZE, self._queue_size)
         self.metrics.broker_gauge(m.READER_GROUP, m.READER_ACTIVE_THREADS, self._active_readers)
         self.expired_fetches = self.metrics.broker_meter(m.DELAYED_GROUP, m.EXPIRES)
+        self.expired_list_offsets = self.metrics.broker_meter(
+            m.DELAYED_LIST_OFFSETS_GROUP, m.EXPIRES
+        )
         self.fetch_timer = self.metrics.timer(m.RLM_GROUP, m.FETCH_TIME)
         self._scheduler = threading.Thread(
             target=self._schedule_loop, name=f"rlm-scheduler-{broker_id}", daemon=True
@@ -196,8 +200,9 @@ class RemoteLogManager:
         self, leaders: Sequence[Partition], followers: Sequence[Partition]
     ) -> None:
         """Schedules tasks for new leaders, and only follower bookkeeping for followers."""
-        led = {self._tip(p): p for p in leaders if p.topic_id is not None}
-        followed = {self._tip(p): p for p in followers if p.topic_id is not None}
+        # Internal topics (the metadata topic itself) are never tiered.
+        led = {self._tip(p): p for p in leaders if _tierable(p)}
+        followed = {self._tip(p): p for p in followers if _tierable(p)}
         if not led and not followed:
             return
         self.metadata.on_partition_leadership_changes(frozenset(led), frozenset(followed))
@@ -468,13 +473,23 @@ class RemoteLogManager:
 
     # --- list offsets ---------------------------------------------------------------------
 
+    def needs_remote_search(self, partition: Partition, timestamp: int) -> bool:
+        """Whether ListOffsets for ``timestamp`` must wait for a lookup on the reader pool."""
+        return partition.topic_id is not None and needs_remote_search(partition.log, timestamp)
+
     def offset_for_timestamp(
         self, partition: Partition, timestamp: int
     ) -> TimestampAndOffset | None:
-        return remote_offset_for_timestamp(self, partition.log, self._tip(partition), timestamp)
+        """ListOffsets over both tiers on the calling thread (the reader pool calls this)."""
+        return offset_for_timestamp_across_tiers(
+            self, partition.log, self._tip(partition), timestamp
+        )
 
-    def max_timestamp(self, partition: Partition) -> TimestampAndOffset | None:
-        return remote_max_timestamp(self, partition.log, self._tip(partition))
+    def async_offset_for_timestamp(
+        self, partition: Partition, timestamp: int
+    ) -> Future[TimestampAndOffset | None]:
+        """Queues the lookup on the fetches' reader pool; RemoteStorageQueueFullError if full."""
+        return self.reader_pool.submit(lambda: self.offset_for_timestamp(partition, timestamp))
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -495,3 +510,7 @@ class RemoteLogManager:
             self._tasks.clear()
         for tp in tps:
             self.metrics.remove_partition(tp)
+
+
+def _tierable(partition: Partition) -> bool:
+    return partition.topic_id is not None and not is_internal(partition.topic_partition.topic)

@@ -16,6 +16,7 @@ TOPIC_GROUP = "BrokerTopicMetrics"
 RLM_GROUP = "RemoteLogManager"
 READER_GROUP = "RemoteStorageThreadPool"
 DELAYED_GROUP = "DelayedRemoteFetchMetrics"
+DELAYED_LIST_OFFSETS_GROUP = "DelayedRemoteListOffsetsMetrics"
 
 COPY_BYTES = "RemoteCopyBytesPerSec"
 COPY_REQUESTS = "RemoteCopyRequestsPerSec"

@@ -5,13 +5,16 @@ log's to answer (LATEST_TIERED); what needs the remote tier is a search by time 
 no longer local. Segments are tried oldest first by their recorded max timestamp; within one,
 the remote time index (from the index cache) gives a starting position and the records are
 scanned from there.
+
+Such a search reads remote storage, so the broker runs it on the reader pool (KIP-1075) and
+decides up front, from offsets alone, whether a lookup may need it at all.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..log import PartitionLog, TimestampAndOffset
+from ..log import MAX_TIMESTAMP, PartitionLog, TimestampAndOffset
 from ..model import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
 from ..records import iter_batches
 from .reader import iter_stream_batches
@@ -87,3 +90,31 @@ def remote_max_timestamp(
         return None
     best = max(remote_only, key=lambda s: s.max_timestamp_ms)
     return _scan(rlm, best, best.max_timestamp_ms, plog.log_start_offset, exact=True)
+
+
+def needs_remote_search(plog: PartitionLog, timestamp: int) -> bool:
+    """Whether a lookup of ``timestamp`` may have to read remote-only data.
+
+    Decided from offsets, without a metadata call, so the request thread can answer every
+    other lookup at once: only a search by time (or for the largest timestamp) on a tiered
+    log holding records below its local log start can need the remote tier.
+    """
+    return (
+        (timestamp >= 0 or timestamp == MAX_TIMESTAMP)
+        and plog.config.remote_storage_enable
+        and plog.log_start_offset < plog.local_log_start_offset
+    )
+
+
+def offset_for_timestamp_across_tiers(
+    rlm: RemoteLogManager, plog: PartitionLog, tip: TopicIdPartition, timestamp: int
+) -> TimestampAndOffset | None:
+    """ListOffsets for a time or MAX_TIMESTAMP over both tiers: remote first, then local."""
+    if timestamp == MAX_TIMESTAMP:
+        remote = remote_max_timestamp(rlm, plog, tip)
+        local = plog.offset_for_timestamp(timestamp)
+        if remote is not None and (local is None or remote.timestamp >= local.timestamp):
+            return remote
+        return local
+    remote = remote_offset_for_timestamp(rlm, plog, tip, timestamp)
+    return remote if remote is not None else plog.offset_for_timestamp(timestamp)

@@ -35,6 +35,7 @@ from ..errors import (
     RemoteStorageNotReadyError,
     RemoteStorageQueueFullError,
     ReplicaNotAvailableError,
+    RequestTimedOutError,
     TierlogError,
     UnknownTopicOrPartitionError,
     error_code_of,
@@ -47,6 +48,11 @@ from ..remote import CACHE_DIR_NAME, SCRATCH_DIR_NAME, RemoteFetchResult, Remote
 from . import configs as config_ops
 from . import protocol as p
 from .controller import Controller
+from .delayed_list_offsets import (
+    DelayedRemoteListOffsets,
+    PendingRemoteLookup,
+    with_list_offsets_results,
+)
 from .fetch import (
     DelayedFetch,
     DelayedRemoteFetch,
@@ -118,6 +124,9 @@ class Broker:
         self._applied_topic_configs: dict[str, Mapping[str, str]] = {}
         self._fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] | None = None
         self._remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] | None = None
+        self._remote_list_offsets_purgatory: (
+            DelayedOperationPurgatory[DelayedRemoteListOffsets] | None
+        ) = None
         self.remote_log_manager: RemoteLogManager | None = None
         self._stop_tasks = threading.Event()
         self._retention_thread: threading.Thread | None = None
@@ -176,6 +185,9 @@ class Broker:
                 self._remote_fetch_purgatory = DelayedOperationPurgatory(
                     f"RemoteFetch-{self.broker_id}"
                 )
+                self._remote_list_offsets_purgatory = DelayedOperationPurgatory(
+                    f"RemoteListOffsets-{self.broker_id}"
+                )
                 self.remote_log_manager = RemoteLogManager(
                     self.config,
                     self.plugin_host,
@@ -224,6 +236,8 @@ class Broker:
             self._fetch_purgatory.shutdown()
         if self._remote_fetch_purgatory is not None:
             self._remote_fetch_purgatory.shutdown()
+        if self._remote_list_offsets_purgatory is not None:
+            self._remote_list_offsets_purgatory.shutdown()
         if self.remote_log_manager is not None:
             self.remote_log_manager.close()
         with self._lock:
@@ -634,14 +648,23 @@ class Broker:
         image = self.controller.image()
         committed = request.isolation_level == p.IsolationLevel.READ_COMMITTED
         topics = []
-        for topic in request.topics:
-            results = []
+        remote: list[PendingRemoteLookup] = []
+        for topic_index, topic in enumerate(request.topics):
+            results: list[p.ListOffsetsPartitionResponse] = []
             for part in topic.partitions:
                 try:
                     partition = self._leader_partition(
                         image, topic.name, part.partition_index, part.current_leader_epoch
                     )
-                    results.append(self._offset_for(partition, part, committed))
+                    answer = self._offset_for(partition, part, committed)
+                    if answer is None:
+                        remote.append(
+                            PendingRemoteLookup(
+                                topic_index, len(results), topic.name, partition, part
+                            )
+                        )
+                        answer = p.ListOffsetsPartitionResponse(part.partition_index)
+                    results.append(answer)
                 except Exception as err:
                     results.append(
                         p.ListOffsetsPartitionResponse(
@@ -649,11 +672,15 @@ class Broker:
                         )
                     )
             topics.append(p.ListOffsetsTopicResponse(topic.name, results))
-        return p.ListOffsetsResponse(topics)
+        response = p.ListOffsetsResponse(topics)
+        if remote:
+            return self._remote_list_offsets(response, remote, committed)
+        return response
 
     def _offset_for(
         self, partition: Partition, part: p.ListOffsetsPartition, committed: bool
-    ) -> p.ListOffsetsPartitionResponse:
+    ) -> p.ListOffsetsPartitionResponse | None:
+        """The partition's answer, or None when only a remote lookup can give it."""
         plog = partition.log
         rlm = self.remote_log_manager
         if rlm is not None and plog.config.remote_storage_enable and not rlm.is_ready(partition):
@@ -675,36 +702,97 @@ class Broker:
             return p.ListOffsetsPartitionResponse(
                 index, offset=tiered, leader_epoch=epoch_of(tiered) if tiered >= 0 else -1
             )
-        found = plog.offset_for_timestamp(timestamp)
-        if rlm is not None and plog.config.remote_storage_enable and partition.topic_id:
-            found = self._remote_offset_for(rlm, partition, timestamp, found)
-        special = timestamp in (p.OffsetSpec.EARLIEST, p.OffsetSpec.EARLIEST_LOCAL)
+        if rlm is not None and rlm.needs_remote_search(partition, timestamp):
+            return None
+        return self._timestamp_answer(
+            partition, part, plog.offset_for_timestamp(timestamp), committed
+        )
+
+    @staticmethod
+    def _timestamp_answer(
+        partition: Partition,
+        part: p.ListOffsetsPartition,
+        found: TimestampAndOffset | None,
+        committed: bool,
+    ) -> p.ListOffsetsPartitionResponse:
+        """The answer for a record found by time; nothing past what a consumer may fetch."""
+        fetchable = partition.last_stable_offset if committed else partition.high_watermark
+        special = part.timestamp in (p.OffsetSpec.EARLIEST, p.OffsetSpec.EARLIEST_LOCAL)
         if found is None or (not special and found.offset >= fetchable):
-            return p.ListOffsetsPartitionResponse(index)
+            return p.ListOffsetsPartitionResponse(part.partition_index)
         return p.ListOffsetsPartitionResponse(
-            index,
+            part.partition_index,
             timestamp=found.timestamp,
             offset=found.offset,
             leader_epoch=p.UNKNOWN_EPOCH if found.leader_epoch is None else found.leader_epoch,
         )
 
-    @staticmethod
-    def _remote_offset_for(
-        rlm: RemoteLogManager,
-        partition: Partition,
-        timestamp: int,
-        local: TimestampAndOffset | None,
-    ) -> TimestampAndOffset | None:
-        """Searches the remote tier where the answer may lie there (Kafka's remote ListOffsets)."""
-        if timestamp == p.OffsetSpec.MAX_TIMESTAMP:
-            remote = rlm.max_timestamp(partition)
-            if remote is not None and (local is None or remote.timestamp >= local.timestamp):
-                return remote
-            return local
-        if timestamp >= 0:
-            remote = rlm.offset_for_timestamp(partition, timestamp)
-            return local if remote is None else remote
-        return local
+    def _remote_list_offsets(
+        self,
+        response: p.ListOffsetsResponse,
+        lookups: list[PendingRemoteLookup],
+        committed: bool,
+    ) -> p.ListOffsetsResponse:
+        """Runs the remote lookups on the reader pool and waits for them, within bounds.
+
+        The wait is ``remote.list.offsets.request.timeout.ms``, read now so a change applies to
+        the next request (the request carries no timeout of its own). A lookup not done by then
+        answers REQUEST_TIMED_OUT; one that failed answers its error; the others their offsets.
+        """
+        rlm = self.remote_log_manager
+        purgatory = self._remote_list_offsets_purgatory
+        assert rlm is not None and purgatory is not None
+        results: dict[tuple[int, int], p.ListOffsetsPartitionResponse] = {}
+        started: list[tuple[PendingRemoteLookup, Future[TimestampAndOffset | None]]] = []
+        for lookup in lookups:
+            try:
+                future = rlm.async_offset_for_timestamp(lookup.partition, lookup.request.timestamp)
+            except RemoteStorageQueueFullError as err:
+                log.info("broker %d: %s", self.broker_id, err)
+                code = ReplicaNotAvailableError.code
+                assert code is not None
+                results[lookup.key] = p.ListOffsetsPartitionResponse(
+                    lookup.request.partition_index, error_code=code
+                )
+                continue
+            started.append((lookup, future))
+        if started:
+            token = object()
+            delayed = DelayedRemoteListOffsets(
+                self.config.get_int("remote.list.offsets.request.timeout.ms"),
+                [future for _, future in started],
+                rlm.expired_list_offsets.mark,
+            )
+            for _, future in started:
+                future.add_done_callback(lambda _f: purgatory.check_and_complete(token))
+            purgatory.try_complete_else_watch(delayed, [token])
+            delayed.wait()
+            for lookup, future in started:
+                results[lookup.key] = self._remote_lookup_answer(lookup, future, committed)
+        return with_list_offsets_results(response, results)
+
+    def _remote_lookup_answer(
+        self,
+        lookup: PendingRemoteLookup,
+        future: Future[TimestampAndOffset | None],
+        committed: bool,
+    ) -> p.ListOffsetsPartitionResponse:
+        index = lookup.request.partition_index
+        if future.cancelled() or not future.done():
+            code = RequestTimedOutError.code
+            assert code is not None
+            return p.ListOffsetsPartitionResponse(index, error_code=code)
+        error = future.exception()
+        if error is not None:
+            return p.ListOffsetsPartitionResponse(index, error_code=error_code_of(error))
+        try:
+            # Leadership may have moved while the lookup waited: answer as the request would now.
+            partition = self._leader_partition(
+                self.controller.image(), lookup.topic, index, lookup.request.current_leader_epoch
+            )
+        except Exception as err:
+            return p.ListOffsetsPartitionResponse(index, error_code=error_code_of(err))
+        return self._timestamp_answer(partition, lookup.request, future.result(), committed)
 
     # --- Metadata -------------------------------------------------------------------------
 

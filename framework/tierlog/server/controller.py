@@ -130,6 +130,17 @@ class Controller:
     def cluster_id(self) -> str:
         return self._cluster_id
 
+    @property
+    def broker_ids(self) -> tuple[int, ...]:
+        """Every broker of the cluster, live or not."""
+        return self._all_brokers
+
+    @property
+    def transport(self) -> Transport:
+        """How requests reach the brokers; runtime components (the topic-based metadata
+        manager's clients) send through it like any client."""
+        return self._transport
+
     def image(self) -> ClusterImage:
         return self._image
 

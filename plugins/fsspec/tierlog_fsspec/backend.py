@@ -8,6 +8,7 @@ error that outlived its retries ``RetriableRemoteStorageError``, anything else
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import inspect
 import logging
@@ -23,6 +24,7 @@ from tierlog.errors import (
     TierlogError,
 )
 
+from .localcopy import copy_checksummed
 from .metrics import PartitionMetrics
 from .retry import RetryPolicy, is_transient
 from .scrub import Scrubber
@@ -51,8 +53,8 @@ class Backend:
         #: Object stores have no directories; local-like filesystems need them created.
         self.needs_directories = not getattr(fs, "async_impl", False)
         self._put_kwargs = {"chunksize": part_size} if _accepts(fs, "put_file", "chunksize") else {}
-        #: Local files are read with os.pread: fsspec's cat_file builds a buffered file object
-        #: per call, which costs a fifth of a 1 MiB read.
+        #: Local files are read with os.pread and small ones written with one os.write: fsspec's
+        #: file objects cost a fifth of a 1 MiB read, and more than writing an index.
         self.local = _is_local(fs)
         self.atomic_writes = not self.local
 
@@ -97,9 +99,39 @@ class Backend:
         metrics.objects_uploaded.mark()
         metrics.bytes_uploaded.mark(size)
 
+    def put_local_file_checksummed(
+        self,
+        local_path: str,
+        path: str,
+        size: int,
+        chunk_size: int,
+        executor: concurrent.futures.Executor,
+        metrics: PartitionMetrics,
+        what: str,
+    ) -> list[int]:
+        """``put_file`` on a local filesystem, returning the CRC-32C of every chunk it wrote.
+
+        One pass over the data (see :mod:`tierlog_fsspec.localcopy`); only when ``local``.
+        """
+        target = self.fs._strip_protocol(path)
+        checksums = self._run(
+            "put",
+            path,
+            what,
+            metrics,
+            lambda: copy_checksummed(local_path, target, size, chunk_size, executor, what),
+        )
+        metrics.objects_uploaded.mark()
+        metrics.bytes_uploaded.mark(size)
+        return checksums
+
     def pipe(self, path: str, data: bytes, metrics: PartitionMetrics, what: str) -> None:
         """Write a small object in one request."""
-        self._run("put", path, what, metrics, lambda: self.fs.pipe_file(path, data))
+        if self.local:
+            local = self.fs._strip_protocol(path)
+            self._run("put", path, what, metrics, lambda: _write_local(local, data))
+        else:
+            self._run("put", path, what, metrics, lambda: self.fs.pipe_file(path, data))
         metrics.objects_uploaded.mark()
         metrics.bytes_uploaded.mark(len(data))
 
@@ -243,6 +275,17 @@ def _pread(path: str, start: int, end: int) -> bytes:
                 break
             data += more
         return data
+    finally:
+        os.close(descriptor)
+
+
+def _write_local(path: str, data: bytes) -> None:
+    """A local file holding exactly ``data`` (created or truncated), without a file object."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view) :]
     finally:
         os.close(descriptor)
 

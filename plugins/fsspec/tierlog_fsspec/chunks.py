@@ -30,9 +30,12 @@ _RECORD_BATCH_ATTRIBUTES_OFFSET: Final = 21
 _COMPRESSION_CODEC_MASK: Final = 0x07
 
 
-def checksum(data: bytes | bytearray | memoryview) -> int:
-    """CRC-32C (the checksum Kafka's record batches use), hardware-accelerated."""
-    return int(crc32c.crc32c(data))
+def checksum(data: bytes | bytearray | memoryview, previous: int = 0) -> int:
+    """CRC-32C (the checksum Kafka's record batches use), hardware-accelerated.
+
+    ``previous`` is the checksum of the bytes before ``data``, to checksum a chunk piece by piece.
+    """
+    return int(crc32c.crc32c(data, previous))
 
 
 def producer_compressed(head: bytes) -> bool:

@@ -1,9 +1,11 @@
 """Writing one segment upload: the data object first, then the indexes, the manifest last.
 
-Without transforms, the segment file is uploaded as it is (``put_file``: multipart on object
-stores) while its chunk checksums are computed from a memory map. With transforms, chunks are
+Without transforms, the segment file is uploaded as it is: to an object store with ``put_file``
+(multipart) while its chunk checksums are computed from a second read, to a local filesystem in
+one checksummed pass (:mod:`tierlog_fsspec.localcopy`). With transforms, chunks are
 encoded on several threads a bounded window ahead of a streaming writer. The indexes go up in
-parallel once the data is stored, and the manifest only when everything else is.
+parallel once the data is stored (beside it on a local filesystem), and the manifest only when
+everything else is.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from tierlog.errors import RemoteStorageError
 from tierlog.model import IndexType, LogSegmentData, RemoteLogSegmentMetadata
 
+from . import localcopy
 from .backend import Backend
 from .chunks import (
     DATA_OBJECT,
@@ -77,12 +80,16 @@ class SegmentUploader:
         level = self._compression_level(str(data.log_segment), size, upload_id, where)
         codec = ChunkCodec(upload_id, compression_level=level, data_key=data_key)
         jobs = _Jobs(self._uploads)
-        # The data object goes first and alone with its checksums (and the removal of an older
-        # manifest, for a re-copy of this id): small requests running beside it only slow it
-        # down. Then the indexes, in parallel; the manifest last. No job ever waits for another
-        # job of the same pool, so many concurrent copies cannot deadlock it.
+        # The data object goes up with its checksums (and the removal of an older manifest, for
+        # a re-copy of this id), then the indexes in parallel, the manifest last. On an object
+        # store the indexes wait for the data: small requests beside it only slow it down; a
+        # local filesystem has no request bandwidth to share, so there they go beside it. No
+        # job ever waits for another job of the same pool (the local copy's lanes run on the
+        # encoders), so many concurrent copies cannot deadlock it.
         segment_path = str(data.log_segment)
-        if codec.identity:
+        if codec.identity and self.backend.local and localcopy.AVAILABLE:
+            uploaded = jobs.submit(self._copy_local, segment_path, size, objects, metrics, where)
+        elif codec.identity:
             jobs.submit(self.backend.put_file, segment_path, objects.data, size, metrics, where)
             uploaded = jobs.submit(
                 _identity_chunks, segment_path, size, self.config.chunk_size, where
@@ -93,7 +100,8 @@ class SegmentUploader:
             )
         jobs.submit(self.backend.remove, [objects.manifest], metrics, where)
         with jobs:
-            jobs.wait()
+            if not self.backend.local:
+                jobs.wait()
             index_jobs = {
                 index_type: jobs.submit(
                     self._upload_index, index_type, data, codec, objects, metrics, where
@@ -135,6 +143,21 @@ class SegmentUploader:
             log.debug("%s: producer-compressed batches; stored without compression", where)
             return None
         return level
+
+    def _copy_local(
+        self, path: str, size: int, objects: SegmentObjects, metrics: PartitionMetrics, where: str
+    ) -> ChunkIndex:
+        """The segment as it is into a local data object, checksummed in the same pass."""
+        chunk_size = self.config.chunk_size
+        checksums = self.backend.put_local_file_checksummed(
+            path, objects.data, size, chunk_size, self._encoders, metrics, where
+        )
+        return ChunkIndex(
+            chunk_size=chunk_size,
+            size=size,
+            stored_sizes=_plain_sizes(size, chunk_size),
+            checksums=tuple(checksums),
+        )
 
     def _upload_transformed(
         self,
@@ -307,13 +330,16 @@ def _read_chunk(source: io.BufferedReader, size: int) -> bytes | None:
 
 def _identity_chunks(path: str, size: int, chunk_size: int, where: str) -> ChunkIndex:
     """The chunk index of a segment stored as it is: plain sizes and CRC-32C of each chunk."""
-    sizes = tuple(min(chunk_size, size - start) for start in range(0, size, chunk_size))
     return ChunkIndex(
         chunk_size=chunk_size,
         size=size,
-        stored_sizes=sizes,
+        stored_sizes=_plain_sizes(size, chunk_size),
         checksums=tuple(_file_checksums(path, size, chunk_size, where)),
     )
+
+
+def _plain_sizes(size: int, chunk_size: int) -> tuple[int, ...]:
+    return tuple(min(chunk_size, size - start) for start in range(0, size, chunk_size))
 
 
 def _file_checksums(path: str, size: int, chunk_size: int, where: str) -> list[int]:

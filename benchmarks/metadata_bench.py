@@ -1,0 +1,175 @@
+"""How long a restarted broker takes until every partition's remote metadata is ready.
+
+The topic-based metadata manager rebuilds its per-partition caches after a restart, and each
+partition answers "not ready" (KIP-1007) until its share is loaded. Setup: 1,000 user partitions
+x 100 finished segments (100 x 10 in quick mode); each segment's COPY_SEGMENT_STARTED and
+COPY_SEGMENT_FINISHED events are published to ``__remote_log_metadata`` with a plain producer,
+as the copy tasks would have. The broker is then restarted and handed every partition; the
+time runs from the broker's start until the last partition is ready:
+
+* with the consumed-state checkpoint written at the previous clean stop (target under 2 s);
+  its baseline is the cold figure below, measured in the same run;
+* cold, the checkpoint deleted so the topic is replayed (target under 10 s); its baseline is a
+  plain consumer reading the same records from the same topic (no decoding, no caches).
+
+Rows: ``value`` in seconds, ``target`` a maximum for it, ``ratio = value / baseline``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+N_METADATA_PARTITIONS = 50
+
+
+def _row(name: str, value: float, baseline: float, target: float) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": round(value, 3),
+        "unit": "s",
+        "baseline": round(baseline, 3),
+        "ratio": round(value / baseline, 3) if baseline else 0.0,
+        "target": target,
+        "ok": value <= target,
+    }
+
+
+def _settings(work: Path) -> dict[str, object]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.name": "fsspec",
+        "rsm.config.url": (work / "remote").resolve().as_uri(),
+        "remote.log.metadata.manager.name": "topic",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": N_METADATA_PARTITIONS,
+    }
+
+
+def _partitions(count: int) -> list[Any]:
+    from tierlog.model import TopicIdPartition, Uuid
+
+    topic_id = Uuid.random()
+    return [TopicIdPartition.of(topic_id, "bench", n) for n in range(count)]
+
+
+def _publish(cluster: Any, partitions: list[Any], segments: int) -> int:
+    """Publishes every partition's STARTED and FINISHED events; returns how many."""
+    from tierlog.client import Producer
+    from tierlog.metadata.partitioner import metadata_partition
+    from tierlog.metadata.serde import encode_event
+    from tierlog.model import (
+        RemoteLogSegmentId,
+        RemoteLogSegmentMetadata,
+        RemoteLogSegmentMetadataUpdate,
+        RemoteLogSegmentState,
+    )
+
+    producer = Producer(
+        cluster.transport, {"linger.ms": "20", "batch.size": str(1 << 20), "acks": "all"}
+    )
+    sent = 0
+    for tip in partitions:
+        target = metadata_partition(tip, N_METADATA_PARTITIONS)
+        for n in range(segments):
+            start = n * 1000
+            started = RemoteLogSegmentMetadata(
+                remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
+                start_offset=start,
+                end_offset=start + 999,
+                max_timestamp_ms=1_700_000_000_000 + start,
+                broker_id=0,
+                event_timestamp_ms=1_700_000_000_000,
+                segment_size_in_bytes=1 << 20,
+                segment_leader_epochs=((0, start),),
+            )
+            finished = RemoteLogSegmentMetadataUpdate(
+                remote_log_segment_id=started.remote_log_segment_id,
+                event_timestamp_ms=1_700_000_000_001,
+                custom_metadata=None,
+                state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+                broker_id=0,
+            )
+            producer.send("__remote_log_metadata", encode_event(started), partition=target)
+            producer.send("__remote_log_metadata", encode_event(finished), partition=target)
+            sent += 2
+    producer.flush()
+    producer.close()
+    return sent
+
+
+def _time_to_ready(work: Path, partitions: list[Any]) -> float:
+    """Starts the broker, hands it every partition, returns the seconds until all are ready."""
+    from tierlog.cluster import EmbeddedCluster
+
+    cluster = EmbeddedCluster(1, work / "data", _settings(work))
+    began = time.perf_counter()
+    cluster.start()
+    try:
+        host = cluster.broker(0).plugin_host
+        assert host is not None
+        rlmm = host.metadata
+        rlmm.on_partition_leadership_changes(frozenset(partitions), frozenset())
+        pending = list(partitions)
+        while pending:  # one check per wake-up while waiting, so polling costs nothing
+            while pending and rlmm.is_ready(pending[-1]):
+                pending.pop()
+            if pending:
+                time.sleep(0.005)
+        return time.perf_counter() - began
+    finally:
+        cluster.stop()
+
+
+def _raw_consume(work: Path, expected: int) -> float:
+    """Seconds for a plain consumer to read ``expected`` records of the metadata topic."""
+    from tierlog.client import Consumer
+    from tierlog.cluster import EmbeddedCluster
+    from tierlog.model import TopicPartition
+
+    with EmbeddedCluster(1, work / "data", _settings(work)) as cluster:
+        consumer = Consumer(cluster.transport, {"auto.offset.reset": "earliest"})
+        consumer.assign(
+            TopicPartition("__remote_log_metadata", n) for n in range(N_METADATA_PARTITIONS)
+        )
+        began = time.perf_counter()
+        seen = 0
+        while seen < expected:
+            seen += len(consumer.poll(1000))
+        elapsed = time.perf_counter() - began
+        consumer.close()
+        return elapsed
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    from tierlog.cluster import EmbeddedCluster
+
+    count, segments = (100, 10) if quick else (1000, 100)
+    work = Path(tempfile.mkdtemp(prefix="tierlog-metadata-bench-"))
+    try:
+        partitions = _partitions(count)
+        with EmbeddedCluster(1, work / "data", _settings(work)) as cluster:
+            host = cluster.broker(0).plugin_host
+            assert host is not None
+            plugin = host.plugin_manager.get_plugin("topic")
+            assert plugin.wait_initialized(60)
+            events = _publish(cluster, partitions, segments)
+            # Held once before the clean stop, so the stop writes the checkpoint.
+            host.metadata.on_partition_leadership_changes(frozenset(partitions), frozenset())
+            while not all(host.metadata.is_ready(tip) for tip in partitions):
+                time.sleep(0.01)
+        checkpoint = work / "data" / "broker-0" / "logs" / "remote-log-metadata.checkpoint"
+        assert checkpoint.exists()
+        warm = _time_to_ready(work, partitions)
+        checkpoint.unlink()
+        cold = _time_to_ready(work, partitions)
+        raw = _raw_consume(work, events)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    label = f"{count:,} partitions x {segments} segments ({events:,} events)"
+    return [
+        _row(f"metadata ready after restart, checkpoint, {label}", warm, cold, 2.0),
+        _row(f"metadata ready after restart, cold replay, {label}", cold, raw, 10.0),
+    ]
