@@ -345,6 +345,17 @@ def consume_ratio(work: Path, records: int) -> list[dict[str, Any]]:
     ]
 
 
+def _peak_rss_kib() -> int:
+    """This process's peak RSS. ``VmHWM`` starts afresh at exec; ``ru_maxrss`` would carry over
+    the peak of the parent that forked it (the benchmark runner, after the earlier rows)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+        return int(next(x for x in status.splitlines() if x.startswith("VmHWM")).split()[1])
+    except (OSError, StopIteration):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak // 1024 if sys.platform == "darwin" else peak
+
+
 def _rss_child(work: str, total: int, segment_bytes: int) -> None:
     """In a fresh process: build the log with tiering off, restart, tier it, report peak RSS."""
     from tierlog.cluster import EmbeddedCluster
@@ -353,7 +364,7 @@ def _rss_child(work: str, total: int, segment_bytes: int) -> None:
     with EmbeddedCluster(1, root / "data", _settings(root / "remote")) as cluster:
         _create(cluster, **{"segment.bytes": str(segment_bytes)})
         _produce_bytes(cluster, total)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _peak_rss_kib()
     print(json.dumps({"phase": "built", "rss_kib": before}), flush=True)
 
 
@@ -363,7 +374,7 @@ def _rss_tier_child(work: str) -> None:
     root = Path(work)
     with EmbeddedCluster(1, root / "data", _settings(root / "remote")) as cluster:
         seconds = _enable_and_wait(cluster)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = _peak_rss_kib()
     print(json.dumps({"rss_kib": peak, "seconds": seconds}), flush=True)
 
 
