@@ -95,6 +95,49 @@ def test_a_start_up_longer_than_the_retry_budget_still_initializes(
     assert attempts == [], "the first attempt, made once the broker serves, succeeds"
 
 
+def test_a_log_recovery_longer_than_the_retry_budget_still_initializes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The issue's own case: after a crash the broker spends longer recovering its logs than
+    the whole initialization budget; the budget only starts once the broker serves."""
+    budget_ms = 30
+    settings = topic_settings(
+        tmp_path,
+        **{
+            "rlmm.config.remote.log.metadata.initialization.retry.max.timeout.ms": budget_ms,
+            "rlmm.config.remote.log.metadata.initialization.retry.interval.ms": 5,
+        },
+    )
+    cluster = EmbeddedCluster(1, tmp_path / "data", settings)
+    cluster.start()
+    try:
+        client = Client(cluster)
+        client.create("big", 24, segment_bytes=str(1 << 30))
+        for n in range(6000):  # many partitions and batches: recovery re-reads every batch
+            assert client.produce("big", n % 24, batch(1, tag=f"b{n}")).error_code == p.NONE
+        cluster.stop_broker(0, clean=False)
+        with caplog.at_level(logging.INFO, logger="tierlog"):
+            cluster.start_broker(0)
+            manager = manager_of(cluster)
+            assert manager.wait_initialized(30)
+        assert manager.initialization_error is None
+    finally:
+        cluster.stop()
+    states = {
+        r.getMessage(): r.created
+        for r in caplog.records
+        if r.name == "tierlog.server.broker" and r.getMessage().startswith("broker 0: ")
+    }
+    recovery_ms = (states["broker 0: serving"] - states["broker 0: recovering logs"]) * 1000
+    assert recovery_ms > budget_ms, (
+        f"recovery took {recovery_ms:.0f} ms: not longer than the budget"
+    )
+    complaints = [
+        r for r in caplog.records if r.name.startswith("tierlog.metadata") and r.levelno >= 30
+    ]
+    assert complaints == []
+
+
 def test_when_initialization_fails_tiering_stops_and_local_data_is_served(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
