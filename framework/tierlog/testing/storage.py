@@ -1,0 +1,572 @@
+"""The RemoteStorageManager contract as a pytest base class every storage plugin can run.
+
+Subclass it in a test module (``class TestMyStorage(StorageManagerContract)``), override
+``storage_settings`` with the broker settings that choose and configure the plugin, and set the
+capability flags that describe optional behaviour. Each test drives the plugin the way the
+runtime does (through ``PluginHost`` and the ``RemoteStorageManager`` facade, with real segment
+files) and a failure names the hook and the rule the plugin broke.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import pytest
+
+from ..config import BrokerConfig
+from ..errors import RemoteResourceNotFoundError, RemoteStorageError
+from ..host import PluginHost
+from ..model import (
+    CustomMetadata,
+    IndexType,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    Uuid,
+)
+from ..spi import RemoteStorageManager
+from .contract import ContractViolation, check, check_equal, expect_error
+from .recording import RecordingStorageManager
+from .segments import LocalSegment, build_segment
+
+COPY = "tierlog_copy_log_segment_data"
+FETCH = "tierlog_fetch_log_segment"
+FETCH_INDEX = "tierlog_fetch_index"
+DELETE = "tierlog_delete_log_segment_data"
+
+SegmentFactory = Callable[..., LocalSegment]
+
+#: Named byte ranges of a segment, from its size and batch positions: every border a reader hits.
+RANGES: dict[str, Callable[[LocalSegment], tuple[int, int | None]]] = {
+    "whole-segment": lambda s: (0, None),
+    "whole-segment-by-last-byte": lambda s: (0, s.size - 1),
+    "first-byte": lambda s: (0, 0),
+    "last-byte": lambda s: (s.size - 1, s.size - 1),
+    "single-byte-inside": lambda s: (s.size // 2, s.size // 2),
+    "two-bytes-across-a-batch-border": lambda s: (
+        s.batch_positions[1] - 1,
+        s.batch_positions[1],
+    ),
+    "exactly-one-batch": lambda s: (s.batch_positions[2], s.batch_positions[3] - 1),
+    "from-a-batch-to-the-end": lambda s: (s.batch_positions[-1], None),
+    "inside-to-the-end": lambda s: (s.size // 3, None),
+    "end-past-the-end": lambda s: (s.size // 2, s.size + 10_000),
+    "last-byte-with-end-past-the-end": lambda s: (s.size - 1, s.size * 10),
+}
+
+
+def read_range(
+    storage: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, start: int, end: int | None
+) -> bytes:
+    """Everything the plugin's stream for ``[start, end]`` gives, the stream closed after."""
+    stream = storage.fetch_log_segment(metadata, start, end)
+    try:
+        return stream.read()
+    finally:
+        stream.close()
+
+
+def read_index(
+    storage: RemoteStorageManager, metadata: RemoteLogSegmentMetadata, index_type: IndexType
+) -> bytes:
+    stream = storage.fetch_index(metadata, index_type)
+    try:
+        return stream.read()
+    finally:
+        stream.close()
+
+
+class StorageManagerContract:
+    """Every promise of the storage hooks, as tests. Not collected itself (no ``Test`` prefix).
+
+    Override ``storage_settings`` (or ``plugin_host`` for full control) and, when the plugin is
+    registered by code rather than by entry point, ``storage_extra_plugins``.
+    """
+
+    #: The plugin returns CustomMetadata from every copy (for example, where the objects live).
+    supports_custom_metadata: ClassVar[bool] = False
+    #: Kafka's ``remote.log.metadata.custom.metadata.max.bytes``; returned metadata must fit.
+    max_custom_metadata_bytes: ClassVar[int] = CustomMetadata.DEFAULT_MAX_BYTES
+    #: Several threads may copy, fetch and delete at once (Kafka's copier and reader pools).
+    supports_concurrent_use: ClassVar[bool] = True
+    #: Threads used by the concurrency test.
+    concurrency: ClassVar[int] = 8
+    #: A start position at or past the end of a non-empty segment raises RemoteStorageError;
+    #: when False the plugin returns an empty stream instead.
+    fetch_past_end_raises: ClassVar[bool] = True
+    #: Record batches per test segment (at least 4, about 1.3 KiB each); raise it so segments
+    #: span several of the plugin's chunks or parts.
+    segment_batches: ClassVar[int] = 8
+
+    # --- fixtures the plugin author overrides ----------------------------------------------
+
+    @pytest.fixture
+    def storage_settings(self) -> Mapping[str, object]:
+        """Broker settings choosing and configuring the storage plugin under test."""
+        pytest.fail(
+            f"{type(self).__name__} must override the storage_settings fixture with the broker "
+            "settings that choose its plugin, e.g. {'remote.log.storage.manager.name': ..., "
+            "'rsm.config.<key>': ...}"
+        )
+
+    @pytest.fixture
+    def storage_extra_plugins(self) -> Mapping[str, object]:
+        """Plugins registered by code (name -> plugin) in addition to entry points."""
+        return {}
+
+    @pytest.fixture
+    def storage_recorder(self) -> RecordingStorageManager:
+        """Records every call the kit makes, to explain a failure or assert on traffic."""
+        return RecordingStorageManager()
+
+    @pytest.fixture
+    def plugin_host(
+        self,
+        storage_settings: Mapping[str, object],
+        storage_extra_plugins: Mapping[str, object],
+        storage_recorder: RecordingStorageManager,
+    ) -> Iterator[PluginHost]:
+        """A started host with the plugin chosen (and the built-in ``memory`` metadata
+        manager, unless the settings choose another); closed after the test."""
+        settings: dict[str, object] = {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.metadata.manager.name": "memory",
+            **storage_settings,
+        }
+        host = PluginHost.create(
+            BrokerConfig.from_mapping(settings),
+            extra_plugins={**storage_extra_plugins, "kit-recorder": storage_recorder},
+        )
+        host.start()
+        try:
+            yield host
+        finally:
+            host.close()
+
+    @pytest.fixture
+    def storage(self, plugin_host: PluginHost) -> RemoteStorageManager:
+        return plugin_host.storage
+
+    @pytest.fixture
+    def partition(self) -> TopicIdPartition:
+        return TopicIdPartition.of(Uuid.random(), "kit-orders", 3)
+
+    @pytest.fixture
+    def make_segment(self, tmp_path: Path, partition: TopicIdPartition) -> SegmentFactory:
+        """Builds real segment files in a fresh local directory each call."""
+        made = itertools.count()
+
+        def make(**options: Any) -> LocalSegment:
+            options.setdefault("partition", partition)
+            options.setdefault("batches", self.segment_batches)
+            return build_segment(tmp_path / "local" / str(next(made)), **options)
+
+        return make
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def copy(
+        self, storage: RemoteStorageManager, segment: LocalSegment
+    ) -> RemoteLogSegmentMetadata:
+        """Copy as the copy task does; the metadata later calls get (COPY_SEGMENT_FINISHED,
+        with the returned custom metadata)."""
+        custom = storage.copy_log_segment_data(segment.metadata, segment.data)
+        check(
+            custom is None or isinstance(custom, CustomMetadata),
+            COPY,
+            "returns CustomMetadata or None",
+            type(custom).__name__,
+        )
+        return attrs.evolve(
+            segment.metadata,
+            state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+            custom_metadata=custom,
+        )
+
+    # --- copy ------------------------------------------------------------------------------
+
+    def test_copy_returns_custom_metadata_within_the_cap(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment()
+        custom = storage.copy_log_segment_data(segment.metadata, segment.data)
+        if self.supports_custom_metadata:
+            check(
+                isinstance(custom, CustomMetadata),
+                COPY,
+                "returns CustomMetadata (the class declares supports_custom_metadata = True)",
+                custom,
+            )
+        if custom is not None:
+            check(
+                len(custom.value) <= self.max_custom_metadata_bytes,
+                COPY,
+                f"custom metadata is at most {self.max_custom_metadata_bytes} bytes "
+                "(remote.log.metadata.custom.metadata.max.bytes)",
+                f"{len(custom.value)} bytes",
+            )
+
+    def test_copy_then_fetch_returns_the_segment_and_every_index(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment(aborted_transactions=True)
+        finished = self.copy(storage, segment)
+        check_equal(
+            read_range(storage, finished, 0, None),
+            segment.log,
+            FETCH,
+            "after a copy, [0, None] returns the whole .log as copied",
+        )
+        for index_type in IndexType:
+            check_equal(
+                read_index(storage, finished, index_type),
+                segment.indexes[index_type],
+                FETCH_INDEX,
+                f"after a copy, the {index_type.name} index is the copied file, byte for byte",
+            )
+
+    # --- fetch -----------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("border", list(RANGES))
+    def test_fetch_returns_exactly_the_inclusive_range(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory, border: str
+    ) -> None:
+        segment = make_segment()
+        finished = self.copy(storage, segment)
+        start, end = RANGES[border](segment)
+        stop = segment.size if end is None else min(end + 1, segment.size)
+        expected = segment.log[start:stop]
+        got = read_range(storage, finished, start, end)
+        shown = "None (to the end)" if end is None else end
+        if got != expected:
+            raise ContractViolation(
+                FETCH,
+                f"a range [start, end] returns exactly bytes start..end inclusive, an end past the "
+                f"end is cut to the end ({border}: [{start}, {shown}] of a {segment.size}-byte "
+                f"segment must give {_count(len(expected))})",
+                _difference(got, expected, start),
+            )
+
+    def test_fetch_from_at_or_past_the_end(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment()
+        finished = self.copy(storage, segment)
+        for start in (segment.size, segment.size + 100):
+            if self.fetch_past_end_raises:
+                with expect_error(
+                    RemoteStorageError,
+                    FETCH,
+                    f"a start position at or past the end ({start} of {segment.size} bytes) "
+                    "raises RemoteStorageError (fetch_past_end_raises = True)",
+                ):
+                    read_range(storage, finished, start, None)
+            else:
+                got = read_range(storage, finished, start, None)
+                check_equal(
+                    got,
+                    b"",
+                    FETCH,
+                    f"a start position at or past the end ({start}) gives an empty stream "
+                    "(fetch_past_end_raises = False)",
+                )
+
+    def test_fetch_stream_can_be_read_in_small_pieces(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment()
+        finished = self.copy(storage, segment)
+        start = segment.batch_positions[1] + 3
+        stream = storage.fetch_log_segment(finished, start, None)
+        try:
+            pieces = []
+            while piece := stream.read(777):
+                check(len(piece) <= 777, FETCH, "read(n) returns at most n bytes", len(piece))
+                pieces.append(piece)
+            check_equal(stream.read(), b"", FETCH, "a drained stream stays at its end")
+        finally:
+            stream.close()
+        check_equal(
+            b"".join(pieces),
+            segment.log[start:],
+            FETCH,
+            "the returned stream reads the same bytes in small pieces as in one read",
+        )
+
+    def test_fetch_of_a_segment_never_copied_is_not_found(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        self.copy(storage, make_segment())
+        absent = make_segment(base_offset=1_000)
+        with expect_error(
+            RemoteResourceNotFoundError,
+            FETCH,
+            "a segment that is not there raises RemoteResourceNotFoundError",
+        ):
+            read_range(storage, absent.metadata, 0, None)
+        for index_type in IndexType:
+            with expect_error(
+                RemoteResourceNotFoundError,
+                FETCH_INDEX,
+                f"the {index_type.name} index of a segment that is not there raises "
+                "RemoteResourceNotFoundError",
+            ):
+                read_index(storage, absent.metadata, index_type)
+
+    # --- indexes ---------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("index_type", list(IndexType), ids=lambda t: t.name)
+    def test_fetch_index_returns_the_whole_file(
+        self,
+        storage: RemoteStorageManager,
+        make_segment: SegmentFactory,
+        index_type: IndexType,
+    ) -> None:
+        segment = make_segment(aborted_transactions=True)
+        other = make_segment(base_offset=segment.metadata.end_offset + 1, aborted_transactions=True)
+        finished = self.copy(storage, segment)
+        self.copy(storage, other)
+        check_equal(
+            read_index(storage, finished, index_type),
+            segment.indexes[index_type],
+            FETCH_INDEX,
+            f"the {index_type.name} index of a segment is the file copied for it, whole",
+        )
+
+    def test_missing_transaction_index_is_not_found(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment(aborted_transactions=False)
+        finished = self.copy(storage, segment)
+        with expect_error(
+            RemoteResourceNotFoundError,
+            FETCH_INDEX,
+            "a segment copied without a transaction index raises RemoteResourceNotFoundError "
+            "for TRANSACTION",
+        ):
+            read_index(storage, finished, IndexType.TRANSACTION)
+        check_equal(
+            read_index(storage, finished, IndexType.OFFSET),
+            segment.indexes[IndexType.OFFSET],
+            FETCH_INDEX,
+            "a segment without a transaction index still serves its other indexes",
+        )
+
+    # --- delete ----------------------------------------------------------------------------
+
+    def test_delete_removes_the_segment_and_keeps_the_others(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        doomed = make_segment(aborted_transactions=True)
+        kept = make_segment(base_offset=doomed.metadata.end_offset + 1)
+        doomed_finished = self.copy(storage, doomed)
+        kept_finished = self.copy(storage, kept)
+        storage.delete_log_segment_data(doomed_finished)
+        with expect_error(
+            RemoteResourceNotFoundError,
+            FETCH,
+            "a deleted segment raises RemoteResourceNotFoundError",
+        ):
+            read_range(storage, doomed_finished, 0, None)
+        for index_type in IndexType:
+            with expect_error(
+                RemoteResourceNotFoundError,
+                FETCH_INDEX,
+                f"the {index_type.name} index of a deleted segment raises "
+                "RemoteResourceNotFoundError (delete removes every object of the segment)",
+            ):
+                read_index(storage, doomed_finished, index_type)
+        check_equal(
+            read_range(storage, kept_finished, 0, None),
+            kept.log,
+            DELETE,
+            "deleting one segment leaves the partition's other segments whole",
+        )
+
+    def test_delete_is_idempotent(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment()
+        finished = self.copy(storage, segment)
+        storage.delete_log_segment_data(finished)
+        for what, metadata in (
+            ("deleting a segment again", finished),
+            ("deleting a segment never copied", make_segment(base_offset=5_000).metadata),
+        ):
+            try:
+                storage.delete_log_segment_data(metadata)
+            except Exception as err:
+                check(
+                    False,
+                    DELETE,
+                    f"delete is idempotent: {what} succeeds",
+                    f"{type(err).__name__}: {err}",
+                )
+
+    # --- re-copy and re-upload -------------------------------------------------------------
+
+    def test_copying_the_same_segment_id_again_overwrites(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        first = make_segment(aborted_transactions=True)
+        self.copy(storage, first)
+        second = make_segment(
+            segment_id=first.segment_id, batches=self.segment_batches + 2, value_size=57
+        )
+        try:
+            finished = self.copy(storage, second)
+        except Exception as err:
+            check(
+                False,
+                COPY,
+                "copying the same segment id again overwrites what is there; it is not an error",
+                f"{type(err).__name__}: {err}",
+            )
+        check_equal(
+            read_range(storage, finished, 0, None),
+            second.log,
+            COPY,
+            "copying the same segment id again overwrites: fetch returns the new .log",
+        )
+        check_equal(
+            read_index(storage, finished, IndexType.OFFSET),
+            second.indexes[IndexType.OFFSET],
+            COPY,
+            "copying the same segment id again overwrites: fetch_index returns the new index",
+        )
+        with expect_error(
+            RemoteResourceNotFoundError,
+            COPY,
+            "copying the same segment id again overwrites every object: the re-copy had no "
+            "transaction index, so fetching TRANSACTION raises RemoteResourceNotFoundError",
+        ):
+            read_index(storage, finished, IndexType.TRANSACTION)
+
+    def test_reupload_of_the_same_offsets_is_a_separate_segment(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        older = make_segment()
+        newer = make_segment(value_size=61)
+        older_finished = self.copy(storage, older)
+        newer_finished = self.copy(storage, newer)
+        check_equal(
+            read_range(storage, older_finished, 0, None),
+            older.log,
+            COPY,
+            "uploads are keyed by segment id: a new id for the same offsets keeps the older",
+        )
+        storage.delete_log_segment_data(older_finished)
+        check_equal(
+            read_range(storage, newer_finished, 0, None),
+            newer.log,
+            DELETE,
+            "deleting a segment id leaves another upload of the same offsets whole",
+        )
+
+    def test_partitions_with_the_same_offsets_are_separate(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        mine = make_segment()
+        tip = mine.metadata.topic_id_partition
+        theirs = make_segment(
+            partition=TopicIdPartition.of(tip.topic_id, tip.topic, tip.partition + 1)
+        )
+        other_topic = make_segment(partition=TopicIdPartition.of(Uuid.random(), tip.topic, 0))
+        finished = [self.copy(storage, s) for s in (mine, theirs, other_topic)]
+        for segment, metadata in zip((mine, theirs, other_topic), finished, strict=True):
+            check_equal(
+                read_range(storage, metadata, 0, None),
+                segment.log,
+                FETCH,
+                f"segments are kept apart by partition and topic id "
+                f"({metadata.topic_id_partition})",
+            )
+
+    # --- custom metadata -------------------------------------------------------------------
+
+    def test_segment_is_served_with_its_custom_metadata(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment()
+        finished = self.copy(storage, segment)
+        if finished.custom_metadata is None:
+            pytest.skip("the plugin returns no custom metadata")
+        check_equal(
+            read_range(storage, finished, 0, None),
+            segment.log,
+            FETCH,
+            "a segment is served from the metadata carrying the custom metadata its copy returned",
+        )
+        storage.delete_log_segment_data(finished)
+        with expect_error(
+            RemoteResourceNotFoundError,
+            DELETE,
+            "delete with the custom metadata removes the segment",
+        ):
+            read_range(storage, finished, 0, None)
+
+    # --- threads ---------------------------------------------------------------------------
+
+    def test_concurrent_copies_fetches_and_deletes(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        if not self.supports_concurrent_use:
+            pytest.skip("supports_concurrent_use = False")
+        count = self.concurrency * 2
+        segments = [make_segment(base_offset=1_000 * n, batches=3 + n % 4) for n in range(count)]
+
+        def round_trip(segment: LocalSegment) -> tuple[RemoteLogSegmentMetadata, bytes, bytes]:
+            finished = self.copy(storage, segment)
+            whole = read_range(storage, finished, 0, None)
+            middle = read_range(storage, finished, segment.size // 4, segment.size // 2)
+            if segment.metadata.start_offset % 3000 == 0:
+                storage.delete_log_segment_data(finished)
+            return finished, whole, middle
+
+        with concurrent.futures.ThreadPoolExecutor(self.concurrency) as pool:
+            results = list(pool.map(round_trip, segments, timeout=300))
+        for segment, (finished, whole, middle) in zip(segments, results, strict=True):
+            check_equal(
+                whole,
+                segment.log,
+                FETCH,
+                f"with {self.concurrency} threads copying, fetching and deleting at once, each "
+                "segment returns its own bytes",
+            )
+            check_equal(
+                middle,
+                segment.log[segment.size // 4 : segment.size // 2 + 1],
+                FETCH,
+                "a ranged fetch under concurrent use returns exactly its range",
+            )
+            if segment.metadata.start_offset % 3000 == 0:
+                with expect_error(
+                    RemoteResourceNotFoundError,
+                    DELETE,
+                    "a segment deleted while others are copied is gone",
+                ):
+                    read_range(storage, finished, 0, None)
+
+
+def _difference(got: bytes, expected: bytes, start: int) -> str:
+    """What a wrong read returned, in terms of the range asked for."""
+    missing = len(expected) - len(got)
+    if missing > 0 and expected.startswith(got):
+        return f"{_count(len(got))}: the range without its last {_count(missing)}"
+    if missing > 0 and expected.endswith(got):
+        return f"{_count(len(got))}: the range without its first {_count(missing)}"
+    if missing < 0 and got.startswith(expected):
+        return f"{_count(len(got))}: the range and {_count(-missing)} after it"
+    if missing == 0:
+        first = next(i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b)
+        return f"{_count(len(got))} that differ from segment byte {start + first} on"
+    return f"{_count(len(got))} that are not the range's bytes"
+
+
+def _count(size: int) -> str:
+    return "1 byte" if size == 1 else f"{size} bytes"

@@ -1,0 +1,95 @@
+"""The kit's helpers on their own: real segment files and the recording storage wrapper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tierlog.config import BrokerConfig
+from tierlog.errors import RemoteResourceNotFoundError
+from tierlog.host import PluginHost
+from tierlog.log.epoch_cache import EpochEntry, LeaderEpochCheckpointFile
+from tierlog.log.offset_index import OffsetIndex
+from tierlog.log.snapshot import decode_snapshot
+from tierlog.log.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from tierlog.model import IndexType
+from tierlog.records import iter_batches
+from tierlog.testing import DirectoryStorageManager, RecordingStorageManager, build_segment
+
+
+def test_a_built_segment_holds_real_batches_and_indexes_pointing_at_them(tmp_path: Path) -> None:
+    segment = build_segment(
+        tmp_path, base_offset=500, batches=5, records_per_batch=4, leader_epochs={3: 500, 4: 508}
+    )
+    batches = list(iter_batches(segment.log))
+    assert [b.base_offset for b in batches] == [500, 504, 508, 512, 516]
+    assert [b.partition_leader_epoch for b in batches] == [3, 3, 4, 4, 4]
+    assert [len(list(b.records())) for b in batches] == [4] * 5
+    assert segment.data.log_segment.read_bytes() == segment.log
+
+    offsets = [
+        OffsetIndex.ENTRY.unpack_from(segment.indexes[IndexType.OFFSET], 8 * n) for n in range(5)
+    ]
+    assert offsets == [(4 * n, position) for n, position in enumerate(segment.batch_positions)]
+    for (relative, position), batch in zip(offsets, batches, strict=True):
+        (found,) = list(iter_batches(segment.log[position : position + len(batch.raw)]))
+        assert found.base_offset == 500 + relative
+
+    (entry,) = decode_snapshot(segment.indexes[IndexType.PRODUCER_SNAPSHOT])
+    assert entry.last_offset == segment.metadata.end_offset == 519
+    assert LeaderEpochCheckpointFile.decode(segment.data.leader_epoch_index) == [
+        EpochEntry(3, 500),
+        EpochEntry(4, 508),
+    ]
+    assert segment.metadata.leader_epochs == {3: 500, 4: 508}
+    assert segment.metadata.segment_size_in_bytes == len(segment.log)
+    assert segment.data.transaction_index is None and segment.metadata.txn_idx_empty
+    assert segment.data.producer_snapshot_index.name == f"{520:020d}.snapshot"
+
+
+def test_a_segment_with_aborted_transactions_has_a_transaction_index(tmp_path: Path) -> None:
+    segment = build_segment(tmp_path, aborted_transactions=True)
+    assert segment.data.transaction_index is not None
+    assert segment.data.transaction_index.read_bytes() == segment.indexes[IndexType.TRANSACTION]
+    assert len(segment.indexes[IndexType.TRANSACTION]) == 2 * TXN_ENTRY_SIZE
+    assert not segment.metadata.txn_idx_empty
+
+
+def test_the_recorder_sees_every_call_with_its_range_and_outcome(tmp_path: Path) -> None:
+    recorder = RecordingStorageManager()
+    host = PluginHost.create(
+        BrokerConfig.from_mapping(
+            {
+                "remote.log.storage.system.enable": "true",
+                "remote.log.storage.manager.name": "directory",
+                "remote.log.metadata.manager.name": "memory",
+                "rsm.config.root": str(tmp_path / "remote"),
+            }
+        ),
+        extra_plugins={"directory": DirectoryStorageManager(), "recorder": recorder},
+    )
+    host.start()
+    try:
+        segment = build_segment(tmp_path / "local")
+        host.storage.copy_log_segment_data(segment.metadata, segment.data)
+        with host.storage.fetch_log_segment(segment.metadata, 10, 20) as stream:
+            assert stream.read() == segment.log[10:21]
+        host.storage.fetch_index(segment.metadata, IndexType.OFFSET).close()
+        with pytest.raises(RemoteResourceNotFoundError):
+            host.storage.fetch_index(segment.metadata, IndexType.TRANSACTION)
+        host.storage.delete_log_segment_data(segment.metadata)
+    finally:
+        host.close()
+
+    events = recorder.events
+    assert [(e.kind, e.detail, e.error) for e in events] == [
+        ("copy", None, None),
+        ("fetch", (10, 20), None),
+        ("fetch_index", IndexType.OFFSET, None),
+        ("fetch_index", IndexType.TRANSACTION, "RemoteResourceNotFoundError"),
+        ("delete", None, None),
+    ]
+    assert {e.segment_id for e in events} == {segment.segment_id}
+    assert recorder.of("fetch_index", segment.segment_id)[1].succeeded is False
+    recorder.clear()
+    assert recorder.events == []
