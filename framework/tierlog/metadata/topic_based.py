@@ -265,17 +265,26 @@ class TopicBasedRemoteLogMetadataManager:
         target = metadata_partition(partition, config.num_partitions)
         timeout_s = config.consume_wait_ms / 1000
         future = producer.send(TOPIC_NAME, encode_event(event), partition=target)
-        try:
-            written = future.result(timeout=timeout_s)
-        except FutureTimeoutError:
-            raise RetriableRemoteStorageError(
-                f"publishing remote log metadata of {partition} was not acknowledged within "
-                f"{config.consume_wait_ms} ms"
-            ) from None
-        except TierlogError as err:
-            kind = RetriableRemoteStorageError if err.retriable else RemoteStorageError
-            raise kind(f"publishing remote log metadata of {partition} failed: {err}") from err
-        task.wait_until_consumed(target, written.offset, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:  # short waits, so a broker that starts stopping releases the caller
+            try:
+                written = future.result(timeout=min(0.1, max(deadline - time.monotonic(), 0)))
+                break
+            except FutureTimeoutError:
+                if self._closing.is_set():
+                    raise RetriableRemoteStorageError(
+                        f"publishing remote log metadata of {partition} stopped: the broker "
+                        "is stopping"
+                    ) from None
+                if time.monotonic() >= deadline:
+                    raise RetriableRemoteStorageError(
+                        f"publishing remote log metadata of {partition} was not acknowledged "
+                        f"within {config.consume_wait_ms} ms"
+                    ) from None
+            except TierlogError as err:
+                kind = RetriableRemoteStorageError if err.retriable else RemoteStorageError
+                raise kind(f"publishing remote log metadata of {partition} failed: {err}") from err
+        task.wait_until_consumed(target, written.offset, max(deadline - time.monotonic(), 0))
 
     @hookimpl
     def tierlog_add_remote_log_segment_metadata(

@@ -112,7 +112,8 @@ class RemoteIndexCache:
             if index_type is not IndexType.TRANSACTION:
                 raise
             data = b""
-        tmp = path.with_name(path.name + ".tmp")
+        # Two readers may download the same index at once: each writes its own temporary file.
+        tmp = path.with_name(f"{path.name}.{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
         return bytes(data)
@@ -128,12 +129,11 @@ class RemoteIndexCache:
                 return found
         self.misses += 1
         base = segment.start_offset
-        offsets, positions = _parse_offsets(self._download(segment, IndexType.OFFSET), base)
-        stamps, stamp_offsets = _parse_times(self._download(segment, IndexType.TIMESTAMP), base)
-        size = sum(
-            self._file(segment, t.suffix).stat().st_size
-            for t in (IndexType.OFFSET, IndexType.TIMESTAMP)
-        )
+        offset_data = self._download(segment, IndexType.OFFSET)
+        time_data = self._download(segment, IndexType.TIMESTAMP)
+        offsets, positions = _parse_offsets(offset_data, base)
+        stamps, stamp_offsets = _parse_times(time_data, base)
+        size = len(offset_data) + len(time_data)
         entry = CachedIndexes(
             tuple(offsets), tuple(positions), tuple(stamps), tuple(stamp_offsets), size
         )
