@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def make_session(master: str = "local[*]", app_name: str = "tierlog") -> SparkSession:
-    """A Spark session with the UI off and Python workers on this interpreter.
+    """A Spark session with the UI off, Python workers on this interpreter and ``tierlog`` readable.
 
     Workers must run the driver's interpreter, or they would import a different (or no) tierlog.
     """
@@ -28,4 +28,8 @@ def make_session(master: str = "local[*]", app_name: str = "tierlog") -> SparkSe
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
     )
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    from . import register
+
+    register(session)
+    return session
