@@ -6,6 +6,7 @@ error naming the option, rather than as a task failure on an executor.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,7 @@ from tierlog.errors import TierlogError
 
 from .planning import Bounds
 
-__all__ = ["OPTIONS", "ReadOptions", "TierlogOptionError"]
+__all__ = ["OPTIONS", "ReadOptions", "TierlogOptionError", "source_options"]
 
 #: Runtime settings given inline: ``tierlog.rsm.config.url`` sets ``rsm.config.url``.
 SETTING_PREFIX = "tierlog."
@@ -58,8 +59,11 @@ class ReadOptions:
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
-        """Parse Spark's case-insensitive options; raises TierlogOptionError."""
+    def from_options(cls, options: Mapping[str, str], *, need_topics: bool = True) -> ReadOptions:
+        """Parse Spark's case-insensitive options; raises TierlogOptionError.
+
+        Jobs over every topic pass ``need_topics=False``: no ``topics`` option then means none.
+        """
         options = {key.lower(): value for key, value in options.items()}
         unknown = sorted(
             k for k in options if k not in OPTIONS and not k.startswith(SETTING_PREFIX)
@@ -95,9 +99,12 @@ class ReadOptions:
         else:
             log_dirs = tuple(str(d) for d in config.get_list("log.dirs"))
 
-        if "topics" not in options:
+        if "topics" in options:
+            topics = tuple(_names(options, "topics"))
+        elif need_topics:
             raise TierlogOptionError("option 'topics' is required: the topics to read")
-        topics = tuple(_names(options, "topics"))
+        else:
+            topics = ()
 
         partitions = None
         if "partitions" in options:
@@ -135,6 +142,13 @@ class ReadOptions:
             num_partitions=num_partitions,
             max_bytes_per_task=DEFAULT_MAX_BYTES_PER_TASK if max_bytes is None else max_bytes,
         )
+
+
+def source_options(source: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, str]:
+    """Source options for runtime settings given inline or as a config file (jobs take either)."""
+    if isinstance(source, Mapping):
+        return {f"{SETTING_PREFIX}{key}": str(value) for key, value in source.items()}
+    return {"config": os.fspath(source)}
 
 
 def _names(options: Mapping[str, str], name: str) -> list[str]:

@@ -17,7 +17,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
@@ -387,6 +387,39 @@ class RemoteLogManager:
             self._finish(tasks, copy=False, failed=failed)
 
     # --- reads ----------------------------------------------------------------------------
+
+    # --- copy slots, for bulk tiering jobs ------------------------------------------------
+
+    def led_partitions(self) -> dict[TopicIdPartition, PartitionTasks]:
+        """The tiered partitions this broker leads now, with their task state."""
+        with self._lock:
+            return {
+                tip: tasks
+                for tip, tasks in self._tasks.items()
+                if tasks.leader and not tasks.cancelled
+            }
+
+    @contextlib.contextmanager
+    def copy_slot(self, tip: TopicIdPartition, timeout_s: float) -> Iterator[PartitionTasks]:
+        """Holds the partition's copy slot: the copy task does not run for it meanwhile.
+
+        A job that tiers segments itself (a bulk upload) takes the slot so that the segments it
+        uploads are never copied twice. Waits at most ``timeout_s`` for a running copy to end.
+
+        :raises LookupError: this broker does not hold the partition.
+        :raises TimeoutError: the running copy did not end in time.
+        """
+        with self._lock:
+            tasks = self._tasks.get(tip)
+            if tasks is None:
+                raise LookupError(f"{tip}: not a tiered partition of broker {self.broker_id}")
+            if not self._wake.wait_for(lambda: not tasks.copy_running, timeout=timeout_s):
+                raise TimeoutError(f"{tip}: the running copy did not end in {timeout_s} s")
+            tasks.copy_running = True
+        try:
+            yield tasks
+        finally:
+            self._finish(tasks, copy=True, failed=False)
 
     def is_ready(self, partition: Partition) -> bool:
         """Whether the partition's remote metadata is loaded (KIP-1007); False: answer retriably."""

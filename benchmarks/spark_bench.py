@@ -1,0 +1,223 @@
+"""tierlog-spark: reading tiered segments with Spark.
+
+One cluster tiers a topic of several partitions (the fsspec plugin on ``file://``, metadata in
+``__remote_log_metadata``) until every rolled segment is only in remote storage. Then, in the same
+run and on the same records:
+
+* the runtime's ``Consumer`` reads them from the earliest offset (reported, no target);
+* the cluster is stopped and Spark reads them through the ``tierlog`` source, offline, as jobs
+  do: ``local[2]`` against the same records written once to Parquet and read by the same session
+  (target >= 0.5), and ``local[2]`` against ``local[1]`` (target >= 1.7).
+
+Every Spark read computes the same aggregate over the record fields a job would use (count,
+key and value lengths, max offset and timestamp, header count), so both sources decode every
+row and Parquet cannot skip the value column. Each figure is the best of three runs after a
+warm-up run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MiB = 1024 * 1024
+TOPIC = "bench"
+
+
+def _row(
+    name: str, value: float, unit: str, baseline: float | None, target: float | None
+) -> dict[str, Any]:
+    ratio = value / baseline if baseline else None
+    ok = None if target is None or ratio is None else ratio >= target
+    return {
+        "name": name,
+        "value": round(value, 3),
+        "unit": unit,
+        "baseline": None if baseline is None else round(baseline, 3),
+        "ratio": None if ratio is None else round(ratio, 3),
+        "target": target,
+        "ok": ok,
+    }
+
+
+def _settings(root: Path) -> dict[str, str]:
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.name": "fsspec",
+        "rsm.config.url": (root / "remote").resolve().as_uri(),
+        "remote.log.manager.task.interval.ms": "20",
+        "log.retention.check.interval.ms": "50",
+        "remote.log.metadata.manager.name": "topic",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "rlmm.config.remote.log.metadata.consume.wait.ms": "10000",
+    }
+
+
+def _batch(records: int) -> bytes:
+    from tierlog.records import Compression, RecordBatchBuilder
+
+    builder = RecordBatchBuilder(Compression.NONE)
+    now = int(time.time() * 1000)
+    for i in range(records):
+        builder.append(now + i, b"key-%d" % i, os.urandom(50).hex().encode())
+    return builder.build()
+
+
+def _tier(
+    root: Path, partitions: int, segments: int, segment_bytes: int
+) -> tuple[dict[int, int], float]:
+    """Produces ``segments`` full segments per partition and waits until all are tiered.
+
+    Returns the first offset left local per partition, and the seconds the runtime's consumer
+    took to read the tiered records.
+    """
+    from tierlog.client import Admin, NewTopic
+    from tierlog.cluster import EmbeddedCluster
+    from tierlog.model import TopicPartition
+    from tierlog.server import protocol as p
+
+    with EmbeddedCluster(1, root / "data", _settings(root)) as cluster:
+        configs = {
+            "segment.bytes": str(segment_bytes),
+            "remote.storage.enable": "true",
+            "local.retention.bytes": "1",
+        }
+        with Admin(cluster.transport) as admin:
+            admin.create_topics([NewTopic(TOPIC, partitions, 1, configs=configs)])
+        batch = _batch(500)
+        per_partition = segments * segment_bytes // len(batch) + 1
+        for _ in range(per_partition):
+            data = [p.PartitionProduceData(n, batch) for n in range(partitions)]
+            request = p.ProduceRequest(
+                acks=-1, timeout_ms=30_000, topic_data=[p.TopicProduceData(TOPIC, data)]
+            )
+            for answer in cluster.transport.send(0, request).responses[0].partition_responses:
+                if answer.error_code != p.NONE:
+                    raise RuntimeError(f"produce failed with error {answer.error_code}")
+        logs = [
+            cluster.broker(0).partition(TopicPartition(TOPIC, n)).log for n in range(partitions)
+        ]
+        deadline = time.monotonic() + 600
+        while True:
+            settled = [
+                plog.local_log_start_offset == plog.segments()[-1].base_offset
+                and plog.highest_offset_in_remote_storage == plog.segments()[-1].base_offset - 1
+                for plog in logs
+            ]
+            if all(settled):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("tiering did not finish in 10 minutes")
+            time.sleep(0.05)
+        ends = {n: int(plog.local_log_start_offset) for n, plog in enumerate(logs)}
+        consumed = _consume(cluster, ends)
+    return ends, consumed
+
+
+def _consume(cluster: Any, ends: dict[int, int]) -> float:
+    """Seconds the runtime's consumer takes to read the tiered records of every partition."""
+    from tierlog.client import Consumer
+    from tierlog.model import TopicPartition
+
+    consumer = Consumer(cluster.transport, {"auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(TOPIC, n) for n in ends])
+    read = dict.fromkeys(ends, 0)
+    started = time.perf_counter()
+    while any(read[n] < ends[n] for n in ends):
+        for record in consumer.poll(timeout_ms=500):
+            if record.offset < ends[record.partition]:
+                read[record.partition] += 1
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return elapsed
+
+
+def _aggregate(frame: Any) -> tuple[Any, ...]:
+    from pyspark.sql import functions as F
+
+    row = frame.agg(
+        F.count("*"),
+        F.sum(F.length("value")),
+        F.sum(F.length("key")),
+        F.max("offset"),
+        F.max("timestamp"),
+        F.sum(F.size("headers")),
+    ).collect()[0]
+    return tuple(row)
+
+
+def _best(read: Callable[[], tuple[Any, ...]], expected: int) -> float:
+    read()  # warm-up: Python workers, page cache, JIT
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        result = read()
+        times.append(time.perf_counter() - started)
+        if result[0] != expected:
+            raise RuntimeError(f"read {result[0]} records, expected {expected}")
+    return min(times)
+
+
+def _tierlog_frame(spark: Any, settings: dict[str, str], log_dir: Path) -> Any:
+    reader = spark.read.format("tierlog")
+    for key, value in settings.items():
+        reader = reader.option(f"tierlog.{key}", value)
+    return reader.option("log.dirs", str(log_dir)).option("topics", TOPIC).load()
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    from tierlog_spark.session import make_session
+
+    partitions, segments = 4, 6 if quick else 16
+    segment_bytes = (1 if quick else 4) * MiB
+    with tempfile.TemporaryDirectory(prefix="tierlog-spark-bench-") as scratch:
+        root = Path(scratch)
+        ends, consumed = _tier(root, partitions, segments, segment_bytes)
+        records = sum(ends.values())
+        settings, log_dir = _settings(root), root / "data" / "broker-0" / "logs"
+
+        spark = make_session(master="local[1]", app_name="tierlog-spark-bench")
+        one = _best(lambda: _aggregate(_tierlog_frame(spark, settings, log_dir)), records)
+        spark.stop()
+
+        spark = make_session(master="local[2]", app_name="tierlog-spark-bench")
+        try:
+            frame = _tierlog_frame(spark, settings, log_dir)
+            tasks = frame.rdd.getNumPartitions()
+            two = _best(lambda: _aggregate(_tierlog_frame(spark, settings, log_dir)), records)
+            parquet = str(root / "parquet")
+            frame.write.parquet(parquet)
+            from_parquet = _best(lambda: _aggregate(spark.read.parquet(parquet)), records)
+        finally:
+            spark.stop()
+
+    shape = f"{records:,} records, {partitions * segments} segments, {tasks} tasks"
+    return [
+        _row(
+            f"spark local[2] tierlog read vs Parquet ({shape})",
+            records / two,
+            "rec/s",
+            records / from_parquet,
+            0.5,
+        ),
+        _row(
+            "spark local[2] tierlog read vs the runtime's consumer",
+            records / two,
+            "rec/s",
+            records / consumed,
+            None,
+        ),
+        _row(
+            "spark tierlog read: local[2] vs local[1]", records / two, "rec/s", records / one, 1.7
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    for row in run("--quick" in sys.argv):
+        print(row)

@@ -1,0 +1,104 @@
+"""A running tiered cluster for the Spark job tests: produce records, wait until they are tiered."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+from tierlog.cluster import EmbeddedCluster
+from tierlog.model import TopicPartition
+from tierlog.records import RecordBatchBuilder
+from tierlog.server import protocol as p
+
+from tests.remote.conftest import tiered_settings, wait_until
+from tests.server.conftest import T0, Client
+
+#: A record as the tests compare it: (topic, partition, offset, value, timestamp ms).
+Record = tuple[str, int, int, bytes, int]
+DAY_MS = 86_400_000
+
+
+@attrs.define
+class TieredCluster:
+    cluster: EmbeddedCluster
+    client: Client
+    settings: dict[str, str]
+    log_dir: Path
+    remote: Path
+    produced: dict[tuple[str, int], list[Record]] = attrs.field(factory=dict)
+    clock: Iterator[int] = attrs.field(factory=itertools.count)
+
+    def create(self, topic: str, partitions: int) -> None:
+        self.client.create(
+            topic,
+            partitions,
+            segment_bytes="1024",
+            remote_storage_enable="true",
+            local_retention_bytes="1",
+        )
+
+    def produce(self, topic: str, partition: int, batches: int, per_batch: int = 4) -> None:
+        """Appends records whose timestamps cross a UTC day every few batches."""
+        for _ in range(batches):
+            builder = RecordBatchBuilder()
+            values = []
+            for _ in range(per_batch):
+                tick = next(self.clock)
+                timestamp = T0 - 3 * DAY_MS + tick * (DAY_MS // 100)
+                value = b"value-%d-" % tick + bytes(40)
+                builder.append(timestamp, b"k", value)
+                values.append((value, timestamp))
+            response = self.client.produce(topic, partition, builder.build())
+            assert response.error_code == p.NONE, response
+            records = self.produced.setdefault((topic, partition), [])
+            for i, (value, timestamp) in enumerate(values):
+                records.append((topic, partition, response.base_offset + i, value, timestamp))
+
+    def wait_tiered(self, topic: str, partition: int) -> int:
+        """Waits until every rolled segment is tiered; the first offset not tiered."""
+        replica = self.cluster.broker(0).partition(TopicPartition(topic, partition))
+        assert replica is not None
+        plog = replica.log
+
+        def settled() -> bool:
+            active = plog.segments()[-1].base_offset
+            return (
+                plog.local_log_start_offset == active
+                and plog.highest_offset_in_remote_storage == active - 1
+            )
+
+        wait_until(settled, f"{topic}-{partition} tiered", timeout=60)
+        return int(plog.local_log_start_offset)
+
+    def tiered_records(self, topic: str, partition: int) -> list[Record]:
+        end = self.wait_tiered(topic, partition)
+        return [r for r in self.produced.get((topic, partition), []) if r[2] < end]
+
+
+@contextmanager
+def tiered_cluster(root: Path, **extra: str) -> Iterator[TieredCluster]:
+    """One broker tiering to ``root/remote`` through fsspec, metadata in the metadata topic."""
+    settings = {
+        k: str(v)
+        for k, v in tiered_settings(
+            root / "remote",
+            **{
+                "remote.log.metadata.manager.name": "topic",
+                "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+                "rlmm.config.remote.log.metadata.consume.wait.ms": "10000",
+                **extra,
+            },
+        ).items()
+    }
+    cluster = EmbeddedCluster(1, root / "data", settings)
+    with cluster:
+        yield TieredCluster(
+            cluster,
+            Client(cluster),
+            settings,
+            root / "data" / "broker-0" / "logs",
+            root / "remote",
+        )
