@@ -84,7 +84,7 @@ def test_credentials_never_leak_through_logs_errors_or_metrics(
     assert_no_secret(repr(host.metrics.names()), "metric names and tags")
     assert_no_secret(repr(host.plugin_manager.get_plugin("fsspec")), "the plugin's repr")
     assert_no_secret(
-        repr(host.plugin_manager.get_plugin("fsspec").storage.config), "the config repr"
+        repr(host.plugin_manager.get_plugin("fsspec").storage().config), "the config repr"
     )
 
 

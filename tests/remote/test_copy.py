@@ -50,7 +50,9 @@ def test_offload_and_consume_from_leader(make_tiered: Callable[..., Tiered]) -> 
         (s.start_offset, s.end_offset) for s in tiered.finished("t")
     )
     plog = tiered.log("t")
-    assert plog.highest_offset_in_remote_storage == max(e.end_offset for e in copies)
+    highest = max(e.end_offset for e in copies)
+    # Set by the copy task once its FINISHED update returns, just after the update is visible.
+    wait_until(lambda: plog.highest_offset_in_remote_storage == highest, "highest tiered offset")
     for event in copies:
         data = event.detail
         assert data.producer_snapshot_index.name == f"{event.end_offset + 1:020d}.snapshot"

@@ -330,11 +330,14 @@ def test_batches_carry_the_leader_epoch(client: Client) -> None:
 
 def test_acks_all_needs_min_insync_replicas(client: Client) -> None:
     client.create("durable", replication_factor=3, min_insync_replicas="2")
+    leader = client.leader("durable")
+    # Stopped followers leave the ISR: the leader is the only in-sync replica left.
+    for follower in {0, 1, 2} - {leader}:
+        client.cluster.stop_broker(follower)
 
     refused = client.produce("durable", 0, batch(1), acks=p.Acks.ALL)
     leader_only = client.produce("durable", 0, batch(1), acks=p.Acks.LEADER)
 
-    # Until replication exists the leader is the only in-sync replica.
     assert refused.error_code == NotEnoughReplicasError.code
     assert (leader_only.error_code, leader_only.base_offset) == (p.NONE, 0)
     assert client.fetch("durable").high_watermark == 1

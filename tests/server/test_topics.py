@@ -195,19 +195,21 @@ def test_metadata_lists_brokers_controller_and_offline_leaders(
     client.transport.send(0, request)
     before = client.metadata("pinned")
 
-    cluster.stop_broker(2)
+    cluster.stop_broker(1)  # leaves the ISR
+    cluster.stop_broker(2)  # the last in-sync replica: nobody may lead
     after = client.metadata("pinned")
 
     assert [b.node_id for b in before.brokers] == [0, 1, 2]
     assert before.controller_id == 0
     assert before.cluster_id
     part = before.topics[0].partitions[0]
-    assert (part.leader_id, part.replica_nodes, part.isr_nodes) == (2, (2, 1), (2,))
-    assert [b.node_id for b in after.brokers] == [0, 1]
+    assert (part.leader_id, part.replica_nodes, part.isr_nodes) == (2, (2, 1), (2, 1))
+    assert [b.node_id for b in after.brokers] == [0]
     offline = after.topics[0].partitions[0]
     assert offline.error_code == LeaderNotAvailableError.code
     assert offline.leader_id == -1
-    assert offline.offline_replicas == (2,)
+    assert offline.isr_nodes == (2,)
+    assert offline.offline_replicas == (2, 1)
     assert offline.leader_epoch == part.leader_epoch + 1
 
 

@@ -13,6 +13,7 @@ import click
 from ..errors import TierlogError
 from .config_cmd import config_command
 from .demo_cmd import demo_command
+from .docs_cmd import docs_command
 from .plugins_cmd import plugins_command
 from .run_cmd import run_command
 
@@ -62,5 +63,5 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-for _command in (config_command, demo_command, plugins_command, run_command):
+for _command in (config_command, demo_command, docs_command, plugins_command, run_command):
     main.add_command(_command)

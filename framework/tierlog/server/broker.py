@@ -8,6 +8,13 @@ broker-ready callback fires, once) ``-> SHUTTING_DOWN -> STOPPED``.
 
 Every handler answers with per-partition error codes, as Kafka does: one bad partition never
 fails the others, and a request that is wrong for a partition changes nothing there.
+
+Replication: a broker follows the partitions it does not lead with its
+:class:`~tierlog.server.replica_fetcher.ReplicaFetcherManager`, started and stopped by
+LeaderAndIsr and StopReplica. As leader it records each follower fetch, proposes ISR changes
+to the controller (followers that caught up join; those that have not caught up for
+``replica.lag.time.max.ms`` leave, checked every half of that), and answers acks=all produces
+once the high watermark passes what they appended.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
+
+import attrs
 
 from ..config import BrokerConfig, TopicConfig, resolve_topic_config
 from ..errors import (
@@ -53,6 +62,7 @@ from .delayed_list_offsets import (
     PendingRemoteLookup,
     with_list_offsets_results,
 )
+from .delayed_produce import DelayedProduce, PendingAck
 from .fetch import (
     DelayedFetch,
     DelayedRemoteFetch,
@@ -63,8 +73,15 @@ from .fetch import (
     with_partition_results,
 )
 from .image import ClusterImage, TopicImage
-from .partition import Partition, read_partition_metadata, write_partition_metadata
+from .partition import (
+    IsrChange,
+    Partition,
+    ReplicaRole,
+    read_partition_metadata,
+    write_partition_metadata,
+)
 from .purgatory import DelayedOperationPurgatory
+from .replica_fetcher import InitialFetchState, ReplicaFetcherManager
 from .topics import is_internal, validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -123,6 +140,9 @@ class Broker:
         self._partitions: dict[TopicPartition, Partition] = {}
         self._applied_topic_configs: dict[str, Mapping[str, str]] = {}
         self._fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] | None = None
+        self._produce_purgatory: DelayedOperationPurgatory[DelayedProduce] | None = None
+        self.replica_fetcher_manager: ReplicaFetcherManager | None = None
+        self._isr_thread: threading.Thread | None = None
         self._remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] | None = None
         self._remote_list_offsets_purgatory: (
             DelayedOperationPurgatory[DelayedRemoteListOffsets] | None
@@ -181,6 +201,14 @@ class Broker:
             self._set_state(BrokerState.RECOVERING_LOGS)
             self._recover_logs()
             self._fetch_purgatory = DelayedOperationPurgatory(f"Fetch-{self.broker_id}")
+            self._produce_purgatory = DelayedOperationPurgatory(f"Produce-{self.broker_id}")
+            self.replica_fetcher_manager = ReplicaFetcherManager(
+                self.broker_id,
+                self.config,
+                self.controller.transport,
+                self.partition,
+                self.plugin_host.metrics,
+            )
             if self.config.get_bool("remote.log.storage.system.enable"):
                 self._remote_fetch_purgatory = DelayedOperationPurgatory(
                     f"RemoteFetch-{self.broker_id}"
@@ -226,12 +254,18 @@ class Broker:
         self._unsubscribe.clear()
         if register:
             self.controller.unregister_broker(self.broker_id)
+        if self.replica_fetcher_manager is not None:
+            self.replica_fetcher_manager.shutdown()
         with self._lock:
             for partition in self._partitions.values():
                 partition.make_offline()
         self._stop_tasks.set()
         if self._retention_thread is not None:
             self._retention_thread.join()
+        if self._isr_thread is not None:
+            self._isr_thread.join()
+        if self._produce_purgatory is not None:
+            self._produce_purgatory.shutdown()
         if self._fetch_purgatory is not None:
             self._fetch_purgatory.shutdown()
         if self._remote_fetch_purgatory is not None:
@@ -309,6 +343,44 @@ class Broker:
             target=self._retention_loop, name=f"log-retention-{self.broker_id}", daemon=True
         )
         self._retention_thread.start()
+        self._isr_thread = threading.Thread(
+            target=self._isr_expiration_loop, name=f"isr-expiration-{self.broker_id}", daemon=True
+        )
+        self._isr_thread.start()
+
+    def _isr_expiration_loop(self) -> None:
+        """Kafka's isr-expiration task: every half ``replica.lag.time.max.ms``."""
+        while not self._stop_tasks.wait(self.config.get_int("replica.lag.time.max.ms") / 2000):
+            self.shrink_isrs()
+
+    def shrink_isrs(self) -> None:
+        """Proposes dropping, on every partition led here, the followers that fell behind."""
+        max_lag = self.config.get_int("replica.lag.time.max.ms")
+        with self._lock:
+            partitions = list(self._partitions.values())
+        for partition in partitions:
+            try:
+                change = partition.isr_shrink_proposal(max_lag)
+                if change is not None:
+                    self._alter_isr(partition, change)
+            except Exception:
+                log.exception("ISR check of %s failed", partition.topic_partition)
+
+    def _alter_isr(self, partition: Partition, change: IsrChange) -> None:
+        """Sends an ISR change to the controller (never under the replica's lock)."""
+        tp = partition.topic_partition
+        try:
+            registration = self.controller.alter_partition(
+                tp, self.broker_id, change.leader_epoch, change.partition_epoch, change.isr
+            )
+        except TierlogError as err:
+            log.info("broker %d: ISR change of %s refused: %s", self.broker_id, tp, err)
+            partition.complete_isr_change(change, None, -1)
+            return
+        if partition.complete_isr_change(change, registration.isr, registration.partition_epoch):
+            self._on_append(tp)
+        else:
+            self._wake_produce(tp)
 
     def _retention_loop(self) -> None:
         while not self._stop_tasks.wait(
@@ -459,10 +531,12 @@ class Broker:
     def _produce(self, request: p.ProduceRequest) -> p.ProduceResponse:
         image = self.controller.image()
         appended: list[TopicPartition] = []
-        topics = []
+        topics: list[p.TopicProduceResponse] = []
+        waits: dict[tuple[int, int], PendingAck] = {}
         for topic in request.topic_data:
-            results = []
+            results: list[p.PartitionProduceResponse] = []
             for data in topic.partition_data:
+                minimum = 1
                 try:
                     if request.acks not in (p.Acks.NONE, p.Acks.LEADER, p.Acks.ALL):
                         raise InvalidRequiredAcksError(
@@ -472,9 +546,13 @@ class Broker:
                     if not data.records:
                         raise CorruptRecordError("the request holds no record batch")
                     if request.acks == p.Acks.ALL:
-                        self._check_min_insync(partition, image)
+                        minimum = self._check_min_insync(partition, image)
                     info = partition.append_records_to_leader(data.records)
                     appended.append(partition.topic_partition)
+                    if request.acks == p.Acks.ALL:
+                        waits[(len(topics), len(results))] = PendingAck(
+                            partition, partition.leader_epoch, info.last_offset + 1, minimum
+                        )
                     results.append(
                         p.PartitionProduceResponse(
                             data.index,
@@ -492,13 +570,20 @@ class Broker:
             topics.append(p.TopicProduceResponse(topic.name, results))
         for tp in appended:
             self._on_append(tp)
-        if request.acks == p.Acks.ALL:
-            self._await_replication(appended, request.timeout_ms)
+        if waits:
+            self._await_replication(waits, request.timeout_ms)
+            for (ti, ri), ack in waits.items():
+                if ack.error_code is not None and ack.error_code != p.NONE:
+                    answers = list(topics[ti].partition_responses)
+                    answers[ri] = attrs.evolve(answers[ri], error_code=ack.error_code)
+                    topics[ti] = attrs.evolve(topics[ti], partition_responses=answers)
         if request.acks == p.Acks.NONE:
             return p.ProduceResponse(())
         return p.ProduceResponse(topics)
 
-    def _check_min_insync(self, partition: Partition, image: ClusterImage) -> None:
+    def _check_min_insync(self, partition: Partition, image: ClusterImage) -> int:
+        """Refuses an acks=all append to a partition with too small an ISR; returns the
+        partition's ``min.insync.replicas``."""
         topic = image.topic(partition.topic_partition.topic)
         minimum = self._topic_config(topic)["min.insync.replicas"]
         assert isinstance(minimum, int)
@@ -508,19 +593,31 @@ class Broker:
                 f"{partition.topic_partition}: {len(isr)} in-sync replicas, "
                 f"min.insync.replicas is {minimum}"
             )
+        return minimum
 
-    def _await_replication(self, appended: list[TopicPartition], timeout_ms: int) -> None:
-        """Seam for replication: acks=-1 waits here until the ISR has the data.
-
-        With the leader as the only in-sync replica, the high watermark is already past the
-        appended batches when the append returns, so there is nothing to wait for.
-        """
+    def _await_replication(self, waits: dict[tuple[int, int], PendingAck], timeout_ms: int) -> None:
+        """acks=-1: waits in the produce purgatory until the ISR has the data, at most
+        ``timeout_ms``; each wait then holds its partition's error code."""
+        purgatory = self._produce_purgatory
+        assert purgatory is not None
+        pending = list(waits.values())
+        delayed = DelayedProduce(timeout_ms, pending)
+        keys = {ack.partition.topic_partition for ack in pending}
+        purgatory.try_complete_else_watch(delayed, keys)
+        delayed.wait()
 
     def _on_append(self, tp: TopicPartition) -> None:
-        """New data (or a new high watermark) on ``tp``: wake the fetches waiting for it."""
+        """New data (or a new high watermark, or a role change) on ``tp``: wake the fetches
+        and the acks=all produces waiting for it."""
         purgatory = self._fetch_purgatory
         if purgatory is not None:
             purgatory.check_and_complete(tp)
+        self._wake_produce(tp)
+
+    def _wake_produce(self, tp: TopicPartition) -> None:
+        produce = self._produce_purgatory
+        if produce is not None:
+            produce.check_and_complete(tp)
 
     # --- Fetch ----------------------------------------------------------------------------
 
@@ -532,6 +629,8 @@ class Broker:
             return p.FetchResponse((), error_code=InvalidRequestError.code or -1)
         image = self.controller.image()
         topics = [self._resolve_fetch_topic(image, topic) for topic in request.topics]
+        if request.replica_id >= 0:
+            self._record_follower_fetch(request.replica_id, topics)
 
         def lookup(tp: TopicPartition, fetch: p.FetchPartition) -> Partition:
             # The latest image: a parked fetch must see a topic deleted while it waited.
@@ -555,14 +654,36 @@ class Broker:
             return outcome.response
         purgatory = self._fetch_purgatory
         assert purgatory is not None
+        replica_id = request.replica_id
         delayed = DelayedFetch(
             min(request.max_wait_ms, self.config.get_int("request.timeout.ms")),
             request.min_bytes,
             lambda: read_partitions(request, topics, lookup),
+            None
+            if replica_id < 0
+            else lambda: replica_id not in self.controller.image().live_brokers,
         )
         purgatory.try_complete_else_watch(delayed, keys)
         delayed.wait()
         return delayed.response
+
+    def _record_follower_fetch(self, replica_id: int, topics: list[ResolvedFetchTopic]) -> None:
+        """A follower's fetch offset is its log end: track it, move the HW, grow the ISR."""
+        for topic in topics:
+            if topic.error_code != p.NONE:
+                continue
+            for fetch in topic.partitions:
+                tp = TopicPartition(topic.name, fetch.partition)
+                partition = self.partition(tp)
+                if partition is None or not partition.is_leader:
+                    continue
+                if fetch.current_leader_epoch not in (p.UNKNOWN_EPOCH, partition.leader_epoch):
+                    continue
+                update = partition.update_follower_fetch_state(replica_id, fetch.fetch_offset)
+                if update.isr_change is not None:
+                    self._alter_isr(partition, update.isr_change)
+                if update.high_watermark_changed:
+                    self._on_append(tp)
 
     def _remote_fetch(self, outcome: FetchOutcome) -> p.FetchResponse:
         """Reads the remote partitions on the reader pool and waits for them, within bounds.
@@ -656,7 +777,7 @@ class Broker:
                     partition = self._leader_partition(
                         image, topic.name, part.partition_index, part.current_leader_epoch
                     )
-                    answer = self._offset_for(partition, part, committed)
+                    answer = self._offset_for(partition, part, committed, request.replica_id)
                     if answer is None:
                         remote.append(
                             PendingRemoteLookup(
@@ -678,7 +799,11 @@ class Broker:
         return response
 
     def _offset_for(
-        self, partition: Partition, part: p.ListOffsetsPartition, committed: bool
+        self,
+        partition: Partition,
+        part: p.ListOffsetsPartition,
+        committed: bool,
+        replica_id: int = p.CONSUMER_REPLICA_ID,
     ) -> p.ListOffsetsPartitionResponse | None:
         """The partition's answer, or None when only a remote lookup can give it."""
         plog = partition.log
@@ -694,8 +819,10 @@ class Broker:
             return p.UNKNOWN_EPOCH if epoch is None else epoch
 
         if timestamp == p.OffsetSpec.LATEST:
+            # A follower resetting its fetch position needs the log end, as in Kafka.
+            latest = plog.log_end_offset if replica_id >= 0 else fetchable
             return p.ListOffsetsPartitionResponse(
-                index, offset=fetchable, leader_epoch=partition.leader_epoch
+                index, offset=latest, leader_epoch=partition.leader_epoch
             )
         if timestamp == p.OffsetSpec.LATEST_TIERED:
             tiered = plog.highest_offset_in_remote_storage
@@ -1054,6 +1181,8 @@ class Broker:
         leaders: list[Partition] = []
         followers: list[Partition] = []
         wanted: set[TopicPartition] = set()
+        fetchers = self.replica_fetcher_manager
+        start_fetching: dict[TopicPartition, InitialFetchState] = {}
         for state in request.partition_states:
             tp = TopicPartition(state.topic_name, state.partition_index)
             wanted.add(tp)
@@ -1064,16 +1193,32 @@ class Broker:
                 if partition.is_stale_leader_and_isr(state):
                     log.info("broker %d: ignoring stale LeaderAndIsr for %s", self.broker_id, tp)
                 elif state.leader == self.broker_id:
+                    if fetchers is not None:
+                        fetchers.remove_fetcher_for_partitions([tp])
                     partition.make_leader(state, topic_id)
                     leaders.append(partition)
                 else:
+                    new_leader = (
+                        partition.role is not ReplicaRole.FOLLOWER
+                        or partition.leader_id != state.leader
+                        or partition.leader_epoch != state.leader_epoch
+                    )
+                    if new_leader and fetchers is not None:
+                        fetchers.remove_fetcher_for_partitions([tp])
                     partition.make_follower(state, topic_id)
                     followers.append(partition)
+                    if new_leader and state.leader != p.NO_LEADER:
+                        start_fetching[tp] = InitialFetchState(
+                            state.leader, state.leader_epoch, partition.log.log_end_offset
+                        )
             except Exception as err:
                 log.exception("broker %d: LeaderAndIsr for %s failed", self.broker_id, tp)
                 code = error_code_of(err)
             errors.append(p.LeaderAndIsrPartitionError(tp.topic, tp.partition, code))
             self._on_append(tp)
+        if fetchers is not None:
+            fetchers.add_fetcher_for_partitions(start_fetching)
+            fetchers.shutdown_idle_threads()
         if self.remote_log_manager is not None:
             try:
                 self.remote_log_manager.on_leadership_change(leaders, followers)
@@ -1105,6 +1250,10 @@ class Broker:
             partition = self._partitions.pop(tp, None)
         if partition is None:
             return
+        fetchers = self.replica_fetcher_manager
+        if fetchers is not None:
+            fetchers.remove_fetcher_for_partitions([tp])
+            fetchers.shutdown_idle_threads()
         rlm = self.remote_log_manager
         if rlm is not None:
             topic = self.controller.image().topic(tp.topic)

@@ -3,10 +3,12 @@
 It creates and deletes topics (fresh ``Uuid`` topic ids, replicas placed round-robin over the
 live brokers), elects leaders (the first live in-sync replica), bumps leader epochs on every
 leader change, and tells brokers what to host through the transport: ``LeaderAndIsr`` to lead or
-follow, ``StopReplica`` to stop (and delete) replicas. Everything it decides is written
-atomically to a JSON file in the data dir before anyone is told, so a restarted cluster comes
-back with the same topics, ids, configs and epochs. Brokers read the published
-:class:`~tierlog.server.image.ClusterImage` and are told of each new one.
+follow, ``StopReplica`` to stop (and delete) replicas. Leaders change their ISR through
+:meth:`Controller.alter_partition` (Kafka's AlterPartition, in-process); a broker that stops
+leaves every ISR it was in (unless it was the last member, as KRaft keeps it). Everything it
+decides is written atomically to a JSON file in the data dir before anyone is told, so a
+restarted cluster comes back with the same topics, ids, configs and epochs. Brokers read the
+published :class:`~tierlog.server.image.ClusterImage` and are told of each new one.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ import attrs
 from ..config import BrokerConfig, resolve_topic_config
 from ..config.topic import TOPIC_CONFIG
 from ..errors import (
+    FencedLeaderEpochError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     TierlogError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -189,20 +193,91 @@ class Controller:
             self._send_leader_and_isr(changed, exclude={broker_id})
 
     def unregister_broker(self, broker_id: int) -> None:
-        """A broker stops (controlled shutdown or failure): move leadership away from it."""
+        """A broker stops (controlled shutdown or failure): take it out of every ISR (keeping a
+        last member, the only replica known to hold everything) and move leadership away."""
         with self._lock:
             self._live.discard(broker_id)
+            shrunk = self._remove_from_isrs(broker_id)
             changed = self._elect_leaders(lambda reg: reg.leader == broker_id)
             self._commit()
-            self._send_leader_and_isr(changed)
+            self._send_leader_and_isr(sorted({*shrunk, *changed}))
+
+    def _remove_from_isrs(self, broker_id: int) -> list[TopicPartition]:
+        changed: list[TopicPartition] = []
+        for name, topic in list(self._topics.items()):
+            partitions = list(topic.partitions)
+            for index, reg in enumerate(partitions):
+                if broker_id not in reg.isr or len(reg.isr) == 1:
+                    continue
+                partitions[index] = attrs.evolve(
+                    reg,
+                    isr=tuple(b for b in reg.isr if b != broker_id),
+                    partition_epoch=reg.partition_epoch + 1,
+                )
+                changed.append(TopicPartition(name, index))
+            self._topics[name] = attrs.evolve(topic, partitions=tuple(partitions))
+        return changed
+
+    def alter_partition(
+        self,
+        tp: TopicPartition,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        isr: Iterable[int],
+    ) -> PartitionRegistration:
+        """A leader's ISR change (Kafka's AlterPartition); returns the new registration.
+
+        Refused (raises) unless ``leader_id`` leads ``tp`` at ``leader_epoch`` and
+        ``partition_epoch`` is current; every new member must be a live assigned replica. The
+        change bumps the partition epoch and is published in the image; brokers learn of it
+        from there, as KRaft brokers do, the leader from the answer.
+        """
+        wanted = tuple(isr)
+        with self._lock:
+            topic = self._topics.get(tp.topic)
+            reg = None if topic is None else topic.partition(tp.partition)
+            if topic is None or reg is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic or partition {tp}")
+            if reg.leader != leader_id:
+                raise NotLeaderOrFollowerError(
+                    f"broker {leader_id} does not lead {tp} (leader: {reg.leader})"
+                )
+            if reg.leader_epoch != leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"{tp}: leader epoch {leader_epoch}, the current is {reg.leader_epoch}"
+                )
+            if reg.partition_epoch != partition_epoch:
+                raise InvalidRequestError(
+                    f"{tp}: partition epoch {partition_epoch} is not the current "
+                    f"{reg.partition_epoch}"
+                )
+            if leader_id not in wanted or len(set(wanted)) != len(wanted):
+                raise InvalidRequestError(f"{tp}: invalid ISR {wanted}")
+            for replica in wanted:
+                if replica not in reg.replicas:
+                    raise InvalidRequestError(f"{tp}: {replica} is not a replica")
+                if replica not in reg.isr and replica not in self._live:
+                    raise InvalidRequestError(f"{tp}: broker {replica} is not alive")
+            updated = attrs.evolve(reg, isr=wanted, partition_epoch=reg.partition_epoch + 1)
+            partitions = list(topic.partitions)
+            partitions[tp.partition] = updated
+            self._topics[tp.topic] = attrs.evolve(topic, partitions=tuple(partitions))
+            self._commit()
+            log.info("%s: ISR %s -> %s", tp, reg.isr, wanted)
+            return updated
 
     def _elect_leaders(
         self, needs_election: Callable[[PartitionRegistration], bool]
     ) -> list[TopicPartition]:
-        """Re-elects where ``needs_election``; returns the partitions whose leader changed."""
-        unclean = self.config.get_bool("unclean.leader.election.enable")
+        """Re-elects where ``needs_election``; returns the partitions whose leader changed.
+
+        Only a live in-sync replica may lead, unless the topic's (or the cluster's)
+        ``unclean.leader.election.enable`` lets any live replica take over, with data loss.
+        """
         changed: list[TopicPartition] = []
         for name, topic in list(self._topics.items()):
+            unclean = self._unclean_allowed(topic)
             partitions = list(topic.partitions)
             for index, reg in enumerate(partitions):
                 if not needs_election(reg):
@@ -225,6 +300,14 @@ class Controller:
                 name, topic.topic_id, tuple(partitions), configs=topic.configs
             )
         return changed
+
+    def _unclean_allowed(self, topic: TopicImage) -> bool:
+        try:
+            return bool(
+                resolve_topic_config(topic.configs, self.config)["unclean.leader.election.enable"]
+            )
+        except TierlogError:
+            return self.config.get_bool("unclean.leader.election.enable")
 
     def _state_of(
         self, tp: TopicPartition, *, is_new: bool = False
@@ -408,11 +491,12 @@ class Controller:
         registrations = []
         for replicas in assignment:
             leader = next((b for b in replicas if b in self._live), p.NO_LEADER)
-            # Only the leader holds data until replication exists, so it alone is in sync.
+            # Every live replica of an empty partition is in sync.
+            in_sync = tuple(b for b in replicas if b in self._live)
             registrations.append(
                 PartitionRegistration(
                     replicas=replicas,
-                    isr=(leader,) if leader >= 0 else replicas,
+                    isr=in_sync or replicas,
                     leader=leader,
                 )
             )

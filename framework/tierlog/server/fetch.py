@@ -202,13 +202,23 @@ def with_partition_results(
 class DelayedFetch(DelayedOperation):
     """A fetch parked until ``min_bytes`` are available, an error shows up, or time is up."""
 
-    def __init__(self, delay_ms: int, min_bytes: int, read: Callable[[], FetchOutcome]) -> None:
+    def __init__(
+        self,
+        delay_ms: int,
+        min_bytes: int,
+        read: Callable[[], FetchOutcome],
+        abandoned: Callable[[], bool] | None = None,
+    ) -> None:
         super().__init__(delay_ms)
         self._min_bytes = min_bytes
         self._read = read
+        self._abandoned = abandoned
         self._outcome: FetchOutcome | None = None
 
     def try_complete(self) -> bool:
+        if self._abandoned is not None and self._abandoned():
+            # Nobody will use more data (a follower that is shutting down): answer now.
+            return self.force_complete()
         outcome = self._read()
         if outcome.bytes_read < self._min_bytes and not outcome.has_error:
             return False

@@ -1,10 +1,18 @@
 """One replica of one partition on one broker: its log, its role, its leader epoch.
 
 The broker asks a replica to append, read and answer offsets; the replica checks that it may
-(leader or follower, leader epoch the caller expects) and keeps the high watermark. Without
-replication the only in-sync replica is the leader itself, so the high watermark is the log
-end after every append; :meth:`Partition._high_watermark_candidate` is where replication will
-take the minimum over the ISR instead.
+(leader or follower, leader epoch the caller expects) and keeps the high watermark.
+
+As leader, a replica tracks every follower as Kafka's ``Partition`` does: the offset each one
+last fetched from (its log end) and when it was last caught up. The high watermark is the
+minimum log end over the ISR. A follower that catches up to the high watermark (and to the start
+of this leader's epoch) is proposed for the ISR; one that has not caught up for
+``replica.lag.time.max.ms`` is proposed for removal. Proposals are returned as
+:class:`IsrChange` for the broker to send to the controller: the replica never calls out while
+holding its lock, and applies the controller's answer with :meth:`Partition.complete_isr_change`.
+
+As follower, a replica appends what its fetcher brings (batches keep the leader's offsets and
+epochs) and takes the leader's high watermark, bounded by its own log end.
 """
 
 from __future__ import annotations
@@ -12,7 +20,10 @@ from __future__ import annotations
 import enum
 import shutil
 import threading
+import time
 from pathlib import Path
+
+import attrs
 
 from ..errors import (
     FencedLeaderEpochError,
@@ -51,6 +62,37 @@ def write_partition_metadata(directory: Path, topic_id: Uuid) -> None:
     )
 
 
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+@attrs.define
+class FollowerState:
+    """What a leader knows of one follower (Kafka's ``Replica`` state)."""
+
+    log_end_offset: int = p.UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_leader_log_end: int = p.UNKNOWN_OFFSET
+    last_fetch_ms: int = 0
+
+
+@attrs.frozen
+class IsrChange:
+    """An ISR this leader proposes, against the leader and partition epochs it holds."""
+
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+
+
+@attrs.frozen
+class FetchStateUpdate:
+    """What recording a follower fetch did: the high watermark moved, an ISR change to send."""
+
+    high_watermark_changed: bool
+    isr_change: IsrChange | None = None
+
+
 class ReplicaRole(enum.Enum):
     NONE = "none"
     LEADER = "leader"
@@ -70,6 +112,9 @@ class Partition:
         self.partition_epoch = 0
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
+        self._followers: dict[int, FollowerState] = {}
+        self._leader_epoch_start_offset = 0
+        self._isr_change_pending = False
         self._lock = threading.RLock()
 
     @property
@@ -86,19 +131,47 @@ class Partition:
 
     # --- role changes (LeaderAndIsr) ------------------------------------------------------
 
-    def make_leader(self, state: p.LeaderAndIsrPartitionState, topic_id: Uuid) -> None:
-        """Become leader at ``state.leader_epoch``; new appends are stamped with that epoch."""
-        with self._lock:
-            self._record_topic_id(topic_id)
-            self._apply(state, ReplicaRole.LEADER)
-            self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
-            self._maybe_increment_high_watermark()
+    def make_leader(self, state: p.LeaderAndIsrPartitionState, topic_id: Uuid) -> bool:
+        """Become leader at ``state.leader_epoch``; new appends are stamped with that epoch.
 
-    def make_follower(self, state: p.LeaderAndIsrPartitionState, topic_id: Uuid) -> None:
-        """Follow ``state.leader``; replication (a later step) fetches from it."""
+        Returns whether the high watermark moved. The same epoch again (an ISR change) only
+        updates the ISR; a new epoch starts tracking every follower afresh, the ISR members as
+        caught up now (Kafka gives them a full ``replica.lag.time.max.ms`` to fetch).
+        """
         with self._lock:
             self._record_topic_id(topic_id)
+            new_epoch = not self.is_leader or state.leader_epoch != self.leader_epoch
+            self._apply(state, ReplicaRole.LEADER)
+            if new_epoch:
+                now = _now_ms()
+                self._followers = {
+                    replica: FollowerState(last_caught_up_ms=now if replica in state.isr else 0)
+                    for replica in state.replicas
+                    if replica != self.broker_id
+                }
+                self._leader_epoch_start_offset = self.log.log_end_offset
+                self._isr_change_pending = False
+                self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            else:
+                for replica in state.replicas:
+                    if replica != self.broker_id:
+                        self._followers.setdefault(replica, FollowerState())
+            return self._maybe_increment_high_watermark()
+
+    def make_follower(self, state: p.LeaderAndIsrPartitionState, topic_id: Uuid) -> bool:
+        """Follow ``state.leader``; returns whether the leader or its epoch changed (then the
+        broker restarts this replica's fetch, truncating first)."""
+        with self._lock:
+            self._record_topic_id(topic_id)
+            changed = (
+                self.role is not ReplicaRole.FOLLOWER
+                or state.leader != self.leader_id
+                or state.leader_epoch != self.leader_epoch
+            )
             self._apply(state, ReplicaRole.FOLLOWER)
+            self._followers = {}
+            self._isr_change_pending = False
+            return changed
 
     def make_offline(self) -> None:
         """Stop leading or following (the broker shuts down); reads now fail as not-leader."""
@@ -120,7 +193,10 @@ class Partition:
 
     def is_stale_leader_and_isr(self, state: p.LeaderAndIsrPartitionState) -> bool:
         """A LeaderAndIsr older than what this replica already applied (Kafka ignores it)."""
-        return state.leader_epoch < self.leader_epoch
+        return (state.leader_epoch, state.partition_epoch) < (
+            self.leader_epoch,
+            self.partition_epoch,
+        )
 
     # --- checks ---------------------------------------------------------------------------
 
@@ -140,6 +216,10 @@ class Partition:
             )
 
     def check_leader(self, current_leader_epoch: int = p.UNKNOWN_EPOCH) -> None:
+        """The caller's epoch is checked first, as Kafka does: a follower fetching with an
+        epoch older than this replica's (leader or not) learns it is fenced."""
+        if self.role is not ReplicaRole.NONE:
+            self.check_epoch(current_leader_epoch)
         if self.role is not ReplicaRole.LEADER:
             raise NotLeaderOrFollowerError(
                 f"broker {self.broker_id} is not the leader of {self.topic_partition} "
@@ -173,16 +253,152 @@ class Partition:
         return self.log.read(fetch_offset, max_bytes, isolation, min_one_message=min_one_message)
 
     def in_sync_replicas(self) -> tuple[int, ...]:
-        """The ISR as this leader tracks it: only itself until followers replicate."""
-        return (self.broker_id,) if self.is_leader else ()
+        """The ISR as this leader knows it (committed by the controller); empty unless leader."""
+        with self._lock:
+            return self.isr if self.is_leader else ()
 
     def _high_watermark_candidate(self) -> int:
-        """Seam for replication: the minimum log end over the ISR; here the leader's own."""
-        return self.log.log_end_offset
+        """The minimum log end over the ISR (a follower not heard of yet holds it back)."""
+        candidate = self.log.log_end_offset
+        for replica in self.isr:
+            if replica == self.broker_id:
+                continue
+            follower = self._followers.get(replica)
+            end = p.UNKNOWN_OFFSET if follower is None else follower.log_end_offset
+            candidate = min(candidate, end)
+        return candidate
 
-    def _maybe_increment_high_watermark(self) -> None:
-        if self.is_leader:
-            self.log.update_high_watermark(self._high_watermark_candidate())
+    def _maybe_increment_high_watermark(self) -> bool:
+        """Moves a leader's high watermark forward (never back); returns whether it moved."""
+        if not self.is_leader:
+            return False
+        candidate = self._high_watermark_candidate()
+        if candidate <= self.log.high_watermark:
+            return False
+        self.log.update_high_watermark(candidate)
+        return True
+
+    # --- replication, leader side ---------------------------------------------------------
+
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, now_ms: int | None = None
+    ) -> FetchStateUpdate:
+        """Records that follower ``replica_id`` fetched from ``fetch_offset`` (its log end).
+
+        Kafka's rule for "caught up": the fetch reached the leader's log end as it was at this
+        fetch, or reached the leader's log end as it was at the previous fetch (then the
+        follower was caught up at that earlier time).
+        """
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            follower = self._followers.get(replica_id)
+            if not self.is_leader or follower is None:
+                return FetchStateUpdate(False)
+            leader_end = self.log.log_end_offset
+            if fetch_offset >= leader_end:
+                follower.last_caught_up_ms = max(follower.last_caught_up_ms, now)
+            elif fetch_offset >= follower.last_fetch_leader_log_end:
+                follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+            follower.log_end_offset = fetch_offset
+            follower.last_fetch_leader_log_end = leader_end
+            follower.last_fetch_ms = now
+            change = None
+            if (
+                replica_id not in self.isr
+                and not self._isr_change_pending
+                and fetch_offset >= self.log.high_watermark
+                and fetch_offset >= self._leader_epoch_start_offset
+            ):
+                change = self._propose((*self.isr, replica_id))
+            return FetchStateUpdate(self._maybe_increment_high_watermark(), change)
+
+    def isr_shrink_proposal(self, max_lag_ms: int, now_ms: int | None = None) -> IsrChange | None:
+        """The ISR without the followers that have not caught up for ``max_lag_ms``, if any."""
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            if not self.is_leader or self._isr_change_pending:
+                return None
+            leader_end = self.log.log_end_offset
+            lagging = {
+                replica
+                for replica in self.isr
+                if replica != self.broker_id
+                and (follower := self._followers.get(replica)) is not None
+                and follower.log_end_offset != leader_end
+                and now - follower.last_caught_up_ms > max_lag_ms
+            }
+            if not lagging:
+                return None
+            return self._propose(tuple(r for r in self.isr if r not in lagging))
+
+    def _propose(self, isr: tuple[int, ...]) -> IsrChange:
+        self._isr_change_pending = True
+        return IsrChange(self.leader_epoch, self.partition_epoch, isr)
+
+    def complete_isr_change(
+        self, change: IsrChange, isr: tuple[int, ...] | None, partition_epoch: int
+    ) -> bool:
+        """Applies the controller's answer to ``change`` (``isr`` None: refused); returns
+        whether the high watermark moved."""
+        with self._lock:
+            if change.leader_epoch != self.leader_epoch:
+                return False
+            self._isr_change_pending = False
+            if isr is None or partition_epoch <= self.partition_epoch or not self.is_leader:
+                return False
+            self.isr = isr
+            self.partition_epoch = partition_epoch
+            return self._maybe_increment_high_watermark()
+
+    def follower_log_end_offset(self, replica_id: int) -> int:
+        """The log end a leader last saw follower ``replica_id`` fetch from (-1: unknown)."""
+        with self._lock:
+            follower = self._followers.get(replica_id)
+            return p.UNKNOWN_OFFSET if follower is None else follower.log_end_offset
+
+    # --- replication, follower side -------------------------------------------------------
+
+    def append_records_to_follower(
+        self,
+        records: bytes,
+        fetch_offset: int,
+        leader_high_watermark: int,
+        leader_log_start_offset: int = p.UNKNOWN_OFFSET,
+    ) -> None:
+        """Appends what the leader sent from ``fetch_offset`` and takes its high watermark and
+        log start offset.
+
+        Raises NotLeaderOrFollowerError when this replica no longer follows, RuntimeError when
+        the log end moved away from the offset the data was fetched for, and whatever the log
+        raises (KafkaStorageError on an I/O failure).
+        """
+        with self._lock:
+            if self.role is not ReplicaRole.FOLLOWER:
+                raise NotLeaderOrFollowerError(
+                    f"broker {self.broker_id} no longer follows {self.topic_partition}"
+                )
+            if fetch_offset != self.log.log_end_offset:
+                raise RuntimeError(
+                    f"{self.topic_partition}: fetched from {fetch_offset} but the log ends at "
+                    f"{self.log.log_end_offset}"
+                )
+            if records:
+                self.log.append_as_follower(records)
+            if leader_high_watermark >= 0:
+                self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
+            # The leader's log start moved (DeleteRecords, retention): follow it up to the HW.
+            start = min(leader_log_start_offset, self.log.high_watermark)
+            if start > self.log.log_start_offset:
+                self.log.delete_records(start)
+
+    def truncate_to(self, offset: int) -> None:
+        """Removes everything from ``offset`` on (a follower diverged from its leader)."""
+        with self._lock:
+            self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        with self._lock:
+            self.log.truncate_fully_and_start_at(offset)
 
     @property
     def high_watermark(self) -> int:

@@ -21,17 +21,21 @@ from .directory_storage import DirectoryStorageManager
 from .metadata import MetadataManagerContract
 from .recording import RecordingStorageManager, StorageEvent
 from .runtime import MetadataRuntime
+from .scenario import FAST_TIERING, Scenario, ScenarioError
 from .segments import LocalSegment, build_segment
 from .storage import StorageManagerContract
 from .uploads import Uploads
 
 __all__ = [
+    "FAST_TIERING",
     "ContractViolation",
     "DirectoryStorageManager",
     "LocalSegment",
     "MetadataManagerContract",
     "MetadataRuntime",
     "RecordingStorageManager",
+    "Scenario",
+    "ScenarioError",
     "StorageEvent",
     "StorageManagerContract",
     "Uploads",

@@ -33,8 +33,9 @@ class FsspecRemoteStorageManager:
     def __init__(self) -> None:
         self._storage: FsspecStorage | None = None
 
-    @property
     def storage(self) -> FsspecStorage:
+        """The configured storage. A method, not a property: registering a plugin may read
+        every attribute (older pluggy does), and this raises before configure."""
         if self._storage is None:
             raise LifecycleError("the fsspec storage plugin is not configured (or already closed)")
         return self._storage
@@ -75,7 +76,7 @@ class FsspecRemoteStorageManager:
         remote_log_segment_metadata: RemoteLogSegmentMetadata,
         log_segment_data: LogSegmentData,
     ) -> CustomMetadata | None:
-        return self.storage.copy(remote_log_segment_metadata, log_segment_data)
+        return self.storage().copy(remote_log_segment_metadata, log_segment_data)
 
     @tierlog.hookimpl
     def tierlog_fetch_log_segment(
@@ -84,19 +85,19 @@ class FsspecRemoteStorageManager:
         start_position: int,
         end_position: int | None,
     ) -> BinaryIO:
-        return self.storage.fetch(remote_log_segment_metadata, start_position, end_position)
+        return self.storage().fetch(remote_log_segment_metadata, start_position, end_position)
 
     @tierlog.hookimpl
     def tierlog_fetch_index(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadata, index_type: IndexType
     ) -> BinaryIO:
-        return self.storage.fetch_index(remote_log_segment_metadata, index_type)
+        return self.storage().fetch_index(remote_log_segment_metadata, index_type)
 
     @tierlog.hookimpl
     def tierlog_delete_log_segment_data(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadata
     ) -> None:
-        self.storage.delete(remote_log_segment_metadata)
+        self.storage().delete(remote_log_segment_metadata)
 
     def __repr__(self) -> str:
         state = "configured" if self._storage is not None else "not configured"

@@ -1,0 +1,40 @@
+"""The committed references under docs/ are exactly what ``tierlog docs`` writes today."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from tierlog.cli import main
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.mark.parametrize(
+    ("what", "committed"), [("spi", "spi-reference.md"), ("config", "config-reference.md")]
+)
+def test_committed_reference_is_current(what: str, committed: str) -> None:
+    if what == "config":
+        pytest.importorskip("tierlog_fsspec")
+    result = CliRunner().invoke(main, ["docs", what], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.output == (DOCS / committed).read_text(encoding="utf-8"), (
+        f"docs/{committed} is stale: run `tierlog docs {what} --output docs/{committed}`"
+    )
+
+
+def test_every_hook_is_in_the_spi_reference() -> None:
+    from tierlog import hookspecs
+
+    text = (DOCS / "spi-reference.md").read_text(encoding="utf-8")
+    hooks = [name for name in vars(hookspecs) if name.startswith("tierlog_")]
+    assert hooks
+    assert all(f"### `{name}`" in text for name in hooks)
+
+
+def test_output_option_writes_the_file(tmp_path: Path) -> None:
+    target = tmp_path / "spi.md"
+    result = CliRunner().invoke(main, ["docs", "spi", "--output", str(target)])
+    assert result.exit_code == 0, result.output
+    assert target.read_text(encoding="utf-8").startswith("# SPI reference\n")

@@ -1,0 +1,140 @@
+"""The runtime scenarios against the fsspec plugin on file:// and the kit's directory storage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+from tierlog.testing import DirectoryStorageManager, Scenario
+
+SEGMENT = 4096
+
+
+def values(count: int, tag: str = "v") -> list[bytes]:
+    return [f"{tag}-{n:05d}-".encode() + b"x" * 100 for n in range(count)]
+
+
+def fsspec_storage(tmp_path: Path) -> tuple[dict[str, object], dict[str, object]]:
+    pytest.importorskip("tierlog_fsspec")
+    settings = {
+        "remote.log.storage.manager.name": "fsspec",
+        "rsm.config.url": (tmp_path / "remote").as_uri(),
+    }
+    return settings, {}
+
+
+def directory_storage(tmp_path: Path) -> tuple[dict[str, object], dict[str, object]]:
+    settings = {
+        "remote.log.storage.manager.name": "directory",
+        "rsm.config.root": str(tmp_path / "remote"),
+    }
+    return settings, {"directory": DirectoryStorageManager()}
+
+
+@pytest.fixture(params=[fsspec_storage, directory_storage], ids=["fsspec-file", "directory"])
+def scenario(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Scenario]]:
+    storage: Callable[[Path], tuple[Mapping[str, object], Mapping[str, object]]] = request.param
+    settings, plugins = storage(tmp_path)
+    started: list[Scenario] = []
+
+    def make(**extra: object) -> Scenario:
+        running = Scenario(tmp_path, {**settings, **extra}, extra_plugins=plugins).start()
+        started.append(running)
+        return running
+
+    yield make
+    for running in started:
+        running.close()
+
+
+def test_offload_then_consume_from_remote(scenario: Callable[..., Scenario]) -> None:
+    records = values(300)
+    (
+        scenario()
+        .create_topic("t", segment_bytes=SEGMENT, local_retention_bytes=1)
+        .produce("t", 0, records)
+        .expect_tiered("t", 0, segments=3)
+        .expect_tiered("t", 0)
+        .expect_local_deleted("t", 0)
+        .consume("t", 0, from_offset=0, expect=records)
+        .expect_fetched_from_remote("t", 0)
+        .consume("t", 0, from_offset=299, expect=records[299:])
+        .expect_not_fetched_from_remote("t", 0)
+    )
+
+
+def test_retention_by_size_and_time_deletes_remote_segments(
+    scenario: Callable[..., Scenario],
+) -> None:
+    running = (
+        scenario()
+        .create_topic("t", segment_bytes=SEGMENT, local_retention_bytes=1)
+        .produce("t", 0, values(300))
+        .expect_tiered("t", 0)
+        .with_retention("t", bytes=4 * SEGMENT)
+        .expect_remote_deleted("t", 0, segments=1)
+        .settle()
+    )
+    first_left = running.remote_segments("t", 0)[0].start_offset
+    running.expect_log_start_offset("t", 0, at_least=first_left)
+    running.consume("t", 0, from_offset=first_left).expect_fetched_from_remote("t", 0)
+    running.with_retention("t", ms=1).expect_remote_deleted("t", 0)
+
+
+def test_deleting_a_topic_empties_remote_storage(scenario: Callable[..., Scenario]) -> None:
+    (
+        scenario()
+        .create_topic("t", 2, segment_bytes=SEGMENT)
+        .produce("t", 0, values(200))
+        .produce("t", 1, values(200))
+        .expect_tiered("t", 0, segments=2)
+        .expect_tiered("t", 1, segments=2)
+        .delete_topic("t")
+        .expect_remote_empty("t")
+    )
+
+
+def test_switching_tiering_on_and_off(scenario: Callable[..., Scenario]) -> None:
+    records = values(200)
+    (
+        scenario()
+        .create_topic("t", segment_bytes=SEGMENT, tiered=False)
+        .produce("t", 0, records[:100])
+        .expect_no_new_copies("t", 0, for_s=0.3)
+        .enable_tiering("t")
+        .expect_tiered("t", 0)
+        .disable_copy("t")
+        .produce("t", 0, records[100:])
+        .expect_no_new_copies("t", 0)
+        .consume("t", 0, from_offset=0, expect=records)
+        .enable_tiering("t")
+        .expect_tiered("t", 0)
+        .disable_tiering("t")
+        .expect_remote_deleted("t", 0)
+        .consume("t", 0, from_offset=0, expect=records)
+        .expect_not_fetched_from_remote("t", 0)
+    )
+
+
+def test_tiered_data_survives_a_broker_restart(scenario: Callable[..., Scenario]) -> None:
+    records = values(300)
+    running = (
+        scenario()
+        .create_topic("t", segment_bytes=SEGMENT, local_retention_bytes=1)
+        .produce("t", 0, records[:200])
+        .expect_tiered("t", 0)
+        .expect_local_deleted("t", 0)
+    )
+    copies = len(running.events("t", 0, "copy"))
+    (
+        running.restart_broker(0)
+        .consume("t", 0, from_offset=0, expect=records[:200])
+        .expect_fetched_from_remote("t", 0)
+        .produce("t", 0, records[200:])
+        .expect_tiered("t", 0)
+        .consume("t", 0, from_offset=0, expect=records)
+    )
+    uploaded = [(e.start_offset, e.end_offset) for e in running.events("t", 0, "copy")]
+    assert len(uploaded) > copies
+    assert len(set(uploaded)) == len(uploaded), "a segment was uploaded twice after the restart"
