@@ -123,7 +123,9 @@ class TopicBasedRemoteLogMetadataManager:
             task, self._task = self._task, None
             producer, self._producer = self._producer, None
         if producer is not None:
-            producer.close(timeout=30)
+            # Every write waiting on it has already been told it failed (the broker is
+            # stopping); what is still queued gets a moment, not a minute, to be delivered.
+            producer.close(timeout=1)
         if task is not None:
             task.close()
 
