@@ -84,6 +84,7 @@ from .results import (
     TimestampAndOffset,
 )
 from .segment import LogSegment
+from .snapshot import decode_snapshot, snapshot_file_name
 from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
@@ -1319,6 +1320,40 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             self._truncate_fully_locked(offset, self._clock())
+
+    def start_from_remote(
+        self,
+        offset: int,
+        log_start_offset: int,
+        leader_epochs: Sequence[EpochEntry],
+        producer_snapshot: bytes,
+    ) -> None:
+        """Restarts an empty log at ``offset`` on what remote storage holds below it.
+
+        A follower whose leader keeps offsets below ``offset`` only in the remote tier takes
+        the leader's log start, the leader epochs below ``offset`` and the producer state as of
+        ``offset`` (the remote segment's snapshot, possibly empty) instead of the data itself.
+        The snapshot is checked before anything changes: KafkaStorageError if it is corrupt.
+        """
+        if not 0 <= log_start_offset <= offset:
+            raise ValueError(f"log start {log_start_offset} is not within [0, {offset}]")
+        decode_snapshot(producer_snapshot, source=f"remote snapshot at {offset}")
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            self._truncate_fully_locked(offset, now)
+            self._log_start_offset = log_start_offset
+            self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, log_start_offset)
+            self._epoch_cache.assign_entries(e for e in leader_epochs if e.start_offset < offset)
+            self._epoch_cache.truncate_from_start(log_start_offset)
+            self._latest_epoch = self._epoch_cache.latest_epoch
+            write_atomically(self._dir / snapshot_file_name(offset), producer_snapshot)
+            producers = self._producer_state
+            producers.truncate_fully_and_reload_snapshots()
+            producers.truncate_and_reload(log_start_offset, offset, now)
+            self._highest_offset_in_remote_storage = max(
+                offset - 1, self._highest_offset_in_remote_storage
+            )
 
     def _truncate_fully_locked(self, offset: int, now: int) -> None:
         for segment in self._segments:

@@ -7,6 +7,8 @@ copier and expiration pools; a partition whose task failed waits with its own ex
 backoff (``remote.log.manager.task.retry.*``), so one failing partition never delays another.
 Tasks check the topic's switches on every run, so enabling tiering on an existing topic tiers
 its old segments from the next run, and ``remote.log.copy.disable`` stops copying at once.
+A follower whose leader keeps its fetch offset only remotely restarts on what
+``aux_state_below`` fetches: the leader epochs and producer snapshot of the segment below.
 """
 
 from __future__ import annotations
@@ -25,10 +27,16 @@ from typing import Protocol
 import attrs
 
 from ..config import BrokerConfig
-from ..errors import OffsetOutOfRangeError, RetriableError, TierlogError
+from ..errors import (
+    OffsetOutOfRangeError,
+    RetriableError,
+    RetriableRemoteStorageError,
+    TierlogError,
+)
 from ..host import PluginHost
-from ..log import PartitionLog, TimestampAndOffset
+from ..log import EpochEntry, LeaderEpochCheckpointFile, PartitionLog, TimestampAndOffset
 from ..model import (
+    IndexType,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
@@ -504,6 +512,51 @@ class RemoteLogManager:
             )
         )
 
+    # --- follower bootstrap ---------------------------------------------------------------
+
+    def aux_state_below(self, partition: Partition, local_log_start: int) -> RemoteAuxState:
+        """What a follower needs to start at the leader's ``local_log_start``: the remote
+        segment ending just below it, the leader epochs up to there and its producer snapshot.
+
+        Raises RetriableRemoteStorageError while the metadata is loading or no finished
+        segment holds ``local_log_start - 1`` yet (the follower tries again later).
+        """
+        if not self.is_ready(partition):
+            raise RetriableRemoteStorageError(
+                f"remote log metadata of {partition.topic_partition} is not ready yet"
+            )
+        tip = self._tip(partition)
+        target = local_log_start - 1
+        finished = sorted(
+            (
+                s
+                for s in self.metadata.list_remote_log_segments(tip)
+                if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ),
+            key=lambda s: (s.start_offset, s.end_offset),
+        )
+        holding = [s for s in finished if s.start_offset <= target <= s.end_offset]
+        if not holding:
+            raise RetriableRemoteStorageError(
+                f"no remote segment of {partition.topic_partition} holds offset {target}"
+            )
+        # Of segments holding the offset (an unclean election may leave two), the newest
+        # lineage's: the one whose epoch at the offset is the highest.
+        segment = max(holding, key=lambda s: _epoch_at(s, target))
+        with self.storage.fetch_index(segment, IndexType.LEADER_EPOCH) as stream:
+            own = LeaderEpochCheckpointFile.decode(stream.read(), source=str(segment))
+        with self.storage.fetch_index(segment, IndexType.PRODUCER_SNAPSHOT) as stream:
+            snapshot = bytes(stream.read())
+        # The segment's index holds only its own epochs; the earlier segments say where the
+        # epochs before it began, so the rebuilt cache starts where the leader's does.
+        earlier = [
+            EpochEntry(epoch, start)
+            for s in finished
+            if s.end_offset < segment.start_offset
+            for epoch, start in s.segment_leader_epochs
+        ]
+        return RemoteAuxState(segment, (*earlier, *own), snapshot)
+
     # --- list offsets ---------------------------------------------------------------------
 
     def needs_remote_search(self, partition: Partition, timestamp: int) -> bool:
@@ -543,6 +596,19 @@ class RemoteLogManager:
             self._tasks.clear()
         for tp in tps:
             self.metrics.remove_partition(tp)
+
+
+@attrs.frozen
+class RemoteAuxState:
+    """The remote segment a follower restarts after, with its epochs and producer snapshot."""
+
+    segment: RemoteLogSegmentMetadata
+    leader_epochs: tuple[EpochEntry, ...]
+    producer_snapshot: bytes
+
+
+def _epoch_at(segment: RemoteLogSegmentMetadata, offset: int) -> int:
+    return max((e for e, start in segment.segment_leader_epochs if start <= offset), default=-1)
 
 
 def _tierable(partition: Partition) -> bool:

@@ -223,6 +223,7 @@ class Broker:
                     self.log_dirs[0],
                     self._topic_switch,
                 )
+                self.replica_fetcher_manager.remote_log_manager = self.remote_log_manager
             self._start_background_tasks()
             self._unsubscribe.append(self.controller.subscribe(self._on_metadata))
             dynamic = [k.name for k in self.config.definition if k.dynamic]

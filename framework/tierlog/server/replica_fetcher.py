@@ -23,8 +23,14 @@ OFFSET_OUT_OF_RANGE makes the follower ask the leader where its log starts and e
 (ListOffsets as a replica): a leader log ending before ours truncates ours there, one starting
 after ours restarts ours empty at the leader's start. Other per-partition errors (not leader,
 unknown epoch, a lost request) back the partition off for ``replica.fetch.backoff.ms``.
-OFFSET_MOVED_TO_TIERED_STORAGE backs off too: rebuilding a follower from remote storage is not
-done here.
+
+OFFSET_MOVED_TO_TIERED_STORAGE (the follower's offset is below the leader's local log start,
+in data only remote storage holds) rebuilds the follower from the remote tier, as Kafka's
+TierStateMachine does: it asks the leader where its local log starts (ListOffsets
+EARLIEST_LOCAL) and restarts its own log there, with the leader epochs and the producer state
+of the remote segment ending just below (through this broker's RemoteLogManager). It does not
+copy the tiered data: a replica that leads later reads it from remote storage. While the
+remote metadata is still loading, or that segment is not found, it backs off and tries again.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -42,6 +49,7 @@ from ..config import BrokerConfig
 from ..errors import (
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     TierlogError,
 )
@@ -50,6 +58,9 @@ from ..model import TopicPartition
 from . import protocol as p
 from .partition import Partition
 from .transport import Transport
+
+if TYPE_CHECKING:
+    from ..remote.manager import RemoteLogManager
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +72,7 @@ MAX_LAG = "MaxLag"
 
 _FENCED = FencedLeaderEpochError.code
 _OUT_OF_RANGE = OffsetOutOfRangeError.code
+_MOVED_TO_TIERED = OffsetMovedToTieredStorageError.code
 
 PartitionLookup = Callable[[TopicPartition], Partition | None]
 
@@ -70,6 +82,8 @@ class FetchPhase(enum.Enum):
     FETCHING = "fetching"
     #: The leader answered OFFSET_OUT_OF_RANGE: find where its log now starts and ends.
     OUT_OF_RANGE = "out of range"
+    #: The leader answered OFFSET_MOVED_TO_TIERED_STORAGE: rebuild from the remote tier.
+    MOVED_TO_TIERED = "moved to tiered storage"
 
 
 @attrs.frozen
@@ -184,7 +198,12 @@ class ReplicaFetcherThread(threading.Thread):
     def run(self) -> None:
         try:
             while self._running:
-                worked = self._truncate() | self._reset_out_of_range() | self._fetch()
+                worked = (
+                    self._truncate()
+                    | self._reset_out_of_range()
+                    | self._build_from_remote()
+                    | self._fetch()
+                )
                 if not worked:
                     self._idle()
                 if self._emptied_by_failures and self.manager.retire_if_idle(self):
@@ -405,6 +424,83 @@ class ReplicaFetcherThread(threading.Thread):
                     self._backoff([tp])
         return True
 
+    # --- moved to tiered storage -----------------------------------------------------------
+
+    def _build_from_remote(self) -> bool:
+        """Kafka's TierStateMachine: restart the log at the leader's local log start on the
+        epochs and producer state remote storage holds for the offsets below it."""
+        now = time.monotonic()
+        with self._cond:
+            pending = {
+                tp: attrs.evolve(s)
+                for tp, s in self._states.items()
+                if s.phase is FetchPhase.MOVED_TO_TIERED and s.ready(now)
+            }
+        if not pending:
+            return False
+        rlm = self.manager.remote_log_manager
+        if rlm is None:
+            log.warning(
+                "broker %d: cannot rebuild %s from remote storage: "
+                "remote.log.storage.system.enable is false",
+                self.manager.broker_id,
+                sorted(pending),
+            )
+            self._backoff(pending)
+            return True
+        try:
+            local_starts = self._list_offsets(pending, p.OffsetSpec.EARLIEST_LOCAL)
+            starts = self._list_offsets(pending, p.OffsetSpec.EARLIEST)
+        except TierlogError as err:
+            log.info("%s: ListOffsets failed: %s", self.name, err)
+            self._backoff(pending)
+            return True
+        for tp, sent in pending.items():
+            partition = self.manager.lookup(tp)
+            local_start, start = local_starts.get(tp), starts.get(tp)
+            if partition is None or local_start is None or start is None:
+                self._backoff([tp])
+                continue
+            if local_start <= partition.log.log_end_offset:
+                # The leader holds our fetch offset locally again: nothing to rebuild.
+                with self._cond:
+                    state = self._current(tp, sent)
+                    if state is not None:
+                        state.phase = FetchPhase.FETCHING
+                continue
+            try:
+                aux = rlm.aux_state_below(partition, local_start)
+            except Exception as err:
+                log.info("%s: cannot rebuild %s from remote storage yet: %s", self.name, tp, err)
+                self._backoff([tp])
+                continue
+            next_offset = aux.segment.end_offset + 1
+            with self._cond:
+                if self._current(tp, sent) is None:
+                    continue
+                try:
+                    partition.log.start_from_remote(
+                        next_offset,
+                        min(start, next_offset),
+                        aux.leader_epochs,
+                        aux.producer_snapshot,
+                    )
+                    partition.log.highest_offset_in_remote_storage = aux.segment.end_offset
+                except Exception as err:
+                    self._mark_failed(tp, f"restarting the log at {next_offset}: {err}", err)
+                    continue
+                state = self._states[tp]
+                state.fetch_offset = next_offset
+                state.phase = FetchPhase.FETCHING
+            log.info(
+                "%s: %s rebuilt from remote segment %s, fetching from %d",
+                self.name,
+                tp,
+                aux.segment.remote_log_segment_id,
+                next_offset,
+            )
+        return True
+
     def _list_offsets(
         self, states: Mapping[TopicPartition, PartitionFetchState], spec: int
     ) -> dict[TopicPartition, int]:
@@ -506,6 +602,8 @@ class ReplicaFetcherThread(threading.Thread):
                 self._on_fenced(tp, state)
             elif data.error_code == _OUT_OF_RANGE:
                 state.phase = FetchPhase.OUT_OF_RANGE
+            elif data.error_code == _MOVED_TO_TIERED:
+                state.phase = FetchPhase.MOVED_TO_TIERED
             else:
                 log.debug("%s: %s fetch error %d", self.name, tp, data.error_code)
                 self._backoff([tp])
@@ -526,6 +624,8 @@ class ReplicaFetcherManager:
         self.config = config
         self.transport = transport
         self.lookup = lookup
+        #: Set by the broker when remote storage is on: rebuilds followers from the remote tier.
+        self.remote_log_manager: RemoteLogManager | None = None
         self.failed_partitions = FailedPartitions()
         self._lock = threading.Lock()
         self._threads: dict[tuple[int, int], ReplicaFetcherThread] = {}
