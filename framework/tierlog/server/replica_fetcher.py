@@ -266,14 +266,19 @@ class ReplicaFetcherThread(threading.Thread):
 
     # --- truncation -----------------------------------------------------------------------
 
-    def _truncate(self) -> bool:
+    def _due(self, phase: FetchPhase) -> dict[TopicPartition, PartitionFetchState]:
+        """Copies of the states in ``phase`` whose backoff is over: each phase's step works
+        on these outside the lock and checks them against the live state afterwards."""
         now = time.monotonic()
         with self._cond:
-            pending = {
+            return {
                 tp: attrs.evolve(s)
                 for tp, s in self._states.items()
-                if s.phase is FetchPhase.TRUNCATING and s.ready(now)
+                if s.phase is phase and s.ready(now)
             }
+
+    def _truncate(self) -> bool:
+        pending = self._due(FetchPhase.TRUNCATING)
         if not pending:
             return False
         asks: dict[TopicPartition, int] = {}
@@ -379,13 +384,7 @@ class ReplicaFetcherThread(threading.Thread):
     def _reset_out_of_range(self) -> bool:
         """Kafka's out-of-range handling: a leader log ending before ours truncates ours to
         its end; one starting after ours empties ours to start where the leader's does."""
-        now = time.monotonic()
-        with self._cond:
-            pending = {
-                tp: attrs.evolve(s)
-                for tp, s in self._states.items()
-                if s.phase is FetchPhase.OUT_OF_RANGE and s.ready(now)
-            }
+        pending = self._due(FetchPhase.OUT_OF_RANGE)
         if not pending:
             return False
         try:
@@ -429,13 +428,7 @@ class ReplicaFetcherThread(threading.Thread):
     def _build_from_remote(self) -> bool:
         """Kafka's TierStateMachine: restart the log at the leader's local log start on the
         epochs and producer state remote storage holds for the offsets below it."""
-        now = time.monotonic()
-        with self._cond:
-            pending = {
-                tp: attrs.evolve(s)
-                for tp, s in self._states.items()
-                if s.phase is FetchPhase.MOVED_TO_TIERED and s.ready(now)
-            }
+        pending = self._due(FetchPhase.MOVED_TO_TIERED)
         if not pending:
             return False
         rlm = self.manager.remote_log_manager
@@ -525,13 +518,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     def _fetch(self) -> bool:
         config = self.manager.config
-        now = time.monotonic()
-        with self._cond:
-            sent = {
-                tp: attrs.evolve(s)
-                for tp, s in self._states.items()
-                if s.phase is FetchPhase.FETCHING and s.ready(now)
-            }
+        sent = self._due(FetchPhase.FETCHING)
         if not sent:
             return False
         max_bytes = config.get_int("replica.fetch.max.bytes")
