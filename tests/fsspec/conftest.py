@@ -8,7 +8,6 @@ against moto's S3 server over HTTP on 127.0.0.1).
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -44,28 +43,6 @@ class Target:
             return []
         root = self.root.rstrip("/") + "/"
         return sorted(path[len(root) :] if path.startswith(root) else path for path in found)
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """moto's S3 server on a free loopback port, with fake credentials and no AWS config."""
-    pytest.importorskip("s3fs")
-    server_module = pytest.importorskip("moto.moto_server.threaded_moto_server")
-    patch = pytest.MonkeyPatch()
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-        patch.delenv(name, raising=False)
-    patch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    patch.setenv("BOTO_CONFIG", os.path.join(os.path.dirname(__file__), "no-such-boto-config"))
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-        patch.undo()
 
 
 def _reset_moto(endpoint: str) -> None:

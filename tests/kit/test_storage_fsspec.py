@@ -3,7 +3,6 @@ memory:// and s3:// (real s3fs against moto's S3 server on 127.0.0.1)."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -49,28 +48,6 @@ class TestFsspecOnMemory(FsspecContract):
         filesystem = fsspec.filesystem("memory")
         if filesystem.exists(root):
             filesystem.rm(root, recursive=True)
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    """moto's S3 server on a free loopback port, with fake credentials and no AWS config."""
-    pytest.importorskip("s3fs")
-    server_module = pytest.importorskip("moto.moto_server.threaded_moto_server")
-    patch = pytest.MonkeyPatch()
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-        patch.delenv(name, raising=False)
-    patch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    patch.setenv("BOTO_CONFIG", os.path.join(os.path.dirname(__file__), "no-such-boto-config"))
-    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
-        patch.undo()
 
 
 @pytest.mark.s3
