@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -66,6 +67,11 @@ class Controller:
         self._transport = transport
         self._all_brokers = tuple(sorted(broker_ids))
         self._lock = threading.RLock()
+        # Requests to brokers are queued under ``_lock`` (so they leave in decision order) and
+        # sent after it is released: a broker applying one may wait on a thread of its own
+        # that is itself waiting for the controller (a replica fetcher in AlterPartition).
+        self._outbox: deque[tuple[int, p.LeaderAndIsrRequest | p.StopReplicaRequest]] = deque()
+        self._send_lock = threading.RLock()
         self._listeners: list[ImageListener] = []
         self._live: set[int] = set()
         self._topics: dict[str, TopicImage] = {}
@@ -191,6 +197,7 @@ class Controller:
             self._commit()
             self._send_full_state(broker_id)
             self._send_leader_and_isr(changed, exclude={broker_id})
+        self._flush()
 
     def unregister_broker(self, broker_id: int) -> None:
         """A broker stops (controlled shutdown or failure): take it out of every ISR (keeping a
@@ -201,6 +208,7 @@ class Controller:
             changed = self._elect_leaders(lambda reg: reg.leader == broker_id)
             self._commit()
             self._send_leader_and_isr(sorted({*shrunk, *changed}))
+        self._flush()
 
     def _remove_from_isrs(self, broker_id: int) -> list[TopicPartition]:
         changed: list[TopicPartition] = []
@@ -353,6 +361,7 @@ class Controller:
     def _send(
         self, broker_id: int, states: list[p.LeaderAndIsrPartitionState], *, full: bool
     ) -> None:
+        """Queues a LeaderAndIsr for ``broker_id``; :meth:`_flush` delivers it."""
         topics = {s.topic_name for s in states}
         request = p.LeaderAndIsrRequest(
             controller_id=self.controller_id,
@@ -362,6 +371,23 @@ class Controller:
             live_leaders=tuple(sorted(self._live)),
             type=p.LEADER_AND_ISR_FULL if full else p.LEADER_AND_ISR_INCREMENTAL,
         )
+        self._outbox.append((broker_id, request))
+
+    def _flush(self) -> None:
+        """Delivers the queued requests in order; call without holding ``_lock``.
+
+        Whoever holds the send lock drains the queue, so a caller returns only once its own
+        requests (and any queued before them) were delivered.
+        """
+        with self._send_lock:
+            while self._outbox:
+                broker_id, request = self._outbox.popleft()
+                if isinstance(request, p.StopReplicaRequest):
+                    self._deliver_stop_replica(broker_id, request)
+                else:
+                    self._deliver_leader_and_isr(broker_id, request)
+
+    def _deliver_leader_and_isr(self, broker_id: int, request: p.LeaderAndIsrRequest) -> None:
         try:
             response = self._transport.send(broker_id, request)
         except TierlogError as err:
@@ -414,6 +440,7 @@ class Controller:
             if created:
                 self._commit()
                 self._send_leader_and_isr(created, is_new=True)
+        self._flush()
         return p.CreateTopicsResponse(results)
 
     def create_topic(
@@ -437,7 +464,8 @@ class Controller:
             self._topics[name] = image
             self._commit()
             self._send_leader_and_isr(image.topic_partitions(), is_new=True)
-            return image
+        self._flush()
+        return image
 
     def _plan_topic(self, topic: p.CreatableTopic, *, internal_allowed: bool = False) -> TopicImage:
         name = validate_topic_name(topic.name, internal_allowed=internal_allowed)
@@ -577,6 +605,7 @@ class Controller:
                     del self._topics[topic.name]
                 self._commit()
                 self._stop_replicas(doomed)
+        self._flush()
         return p.DeleteTopicsResponse(results)
 
     def _find(self, name: str | None, topic_id: Uuid) -> TopicImage | None:
@@ -599,11 +628,14 @@ class Controller:
                         by_broker.setdefault(replica, []).append(state)
         for broker_id, states in sorted(by_broker.items()):
             request = p.StopReplicaRequest(self.controller_id, self._controller_epoch, states)
-            try:
-                self._transport.send(broker_id, request)
-            except TierlogError as err:
-                # A broker that missed it deletes the strays on its next full LeaderAndIsr.
-                log.warning("StopReplica to broker %d failed: %s", broker_id, err)
+            self._outbox.append((broker_id, request))
+
+    def _deliver_stop_replica(self, broker_id: int, request: p.StopReplicaRequest) -> None:
+        try:
+            self._transport.send(broker_id, request)
+        except TierlogError as err:
+            # A broker that missed it deletes the strays on its next full LeaderAndIsr.
+            log.warning("StopReplica to broker %d failed: %s", broker_id, err)
 
     # --- configs --------------------------------------------------------------------------
 
