@@ -12,12 +12,9 @@ Only the remote tier is read: records still only on the brokers' disks are not i
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-import tierlog_spark
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from tierlog_spark.session import make_session
 
 
 def main() -> None:
@@ -29,13 +26,13 @@ def main() -> None:
     parser.add_argument("--starting-offset", type=int, help="first offset, inclusive")
     parser.add_argument("--ending-offset", type=int, help="offset to stop before, exclusive")
     parser.add_argument("--read-committed", action="store_true", help="skip aborted records")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL (default: embedded)")
     args = parser.parse_args()
 
-    # With a local master the Python workers must be this interpreter, where tierlog-spark is.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = SparkSession.builder.appName("tierlog-backfill").getOrCreate()
-    # Registers the source and turns on the filter pushdown it plans with.
-    tierlog_spark.register(spark)
+    # An embedded Spark (UI off, workers on this interpreter, where tierlog-spark is) with the
+    # ``tierlog`` source registered and the filter pushdown it plans with turned on. On a
+    # cluster, pass its master URL; the workers need tierlog-spark installed.
+    spark = make_session(master=args.master, app_name="tierlog-backfill")
     reader = (
         spark.read.format("tierlog")
         .option("config", args.config)

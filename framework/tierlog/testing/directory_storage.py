@@ -31,8 +31,8 @@ class DirectoryStorageManager:
     def __init__(self) -> None:
         self._root: Path | None = None
 
-    @property
     def root(self) -> Path:
+        """The configured directory (a method: pluggy 1.5 reads every attribute at register)."""
         if self._root is None:
             raise RemoteStorageError("the directory storage manager is not configured")
         return self._root
@@ -53,7 +53,7 @@ class DirectoryStorageManager:
         """Where an upload lives; derived from the metadata alone, so no custom metadata."""
         tip = metadata.topic_id_partition
         return (
-            self.root
+            self.root()
             / f"{tip.topic}-{tip.topic_id}"
             / str(tip.partition)
             / f"{metadata.start_offset:020d}-{metadata.remote_log_segment_id.id}"
