@@ -2,8 +2,9 @@
 
 The driver reads what is tiered from the brokers' copies of ``__remote_log_metadata`` (no broker
 needs to run) and plans one task per remote segment range; each task fetches its segment through
-the runtime's storage plugin and decodes it into Arrow batches. Only the remote tier is read:
-records still only on the brokers' disks are not part of the result.
+the runtime's storage plugin and decodes it into Arrow batches. Only the remote tier is read,
+unless option ``includeLocal`` adds the records still only on the brokers' disks, up to the
+high watermark (see ``local_segments``).
 
 Usage::
 
@@ -17,6 +18,8 @@ Usage::
 
 Filters on topic, partition, offset and timestamp are applied while planning (see ``pushdown``),
 which Spark allows only with ``spark.sql.python.filterPushdown.enabled``; ``register`` sets it.
+``spark.readStream.format("tierlog")`` reads the same records as they are tiered (see
+``streaming``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    Filter,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
 from .options import ReadOptions, TierlogOptionError
@@ -71,13 +80,39 @@ class TierlogDataSource(DataSource):
         return spark_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        expected = spark_schema()
-        if schema != expected:
-            raise TierlogOptionError(
-                f"the tierlog source has a fixed schema: {expected.simpleString()}; "
-                f"do not pass another ({schema.simpleString()})"
-            )
+        _check_schema(schema)
         return TierlogReader(ReadOptions.from_options(self.options), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .streaming import TierlogStreamReader
+
+        _check_schema(schema)
+        return TierlogStreamReader.from_options(self.options, schema)
+
+
+def _check_schema(schema: StructType) -> None:
+    """A schema given to the reader may name any of the source's columns, in any order, each
+    with its type: a projection, so that Spark takes over only the columns a job reads (the
+    Python data source API has no column pruning of its own)."""
+    columns = {field.name: field.dataType for field in spark_schema().fields}
+    if not schema.fields:
+        raise TierlogOptionError("the schema given to the tierlog source names no column")
+    seen: set[str] = set()
+    for field in schema.fields:
+        wanted = columns.get(field.name)
+        if wanted is None:
+            raise TierlogOptionError(
+                f"the tierlog source has no column {field.name!r}; its columns are "
+                f"{', '.join(columns)}"
+            )
+        if field.dataType.simpleString() != wanted.simpleString():
+            raise TierlogOptionError(
+                f"column {field.name!r} of the tierlog source is "
+                f"{wanted.simpleString()}, not {field.dataType.simpleString()}"
+            )
+        if field.name in seen:
+            raise TierlogOptionError(f"the schema names column {field.name!r} twice")
+        seen.add(field.name)
 
 
 @attrs.frozen
@@ -105,8 +140,6 @@ class TierlogReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         from .metadata_source import load_remote_log_metadata
-        from .splitting import split_ranges
-        from .storage import storage_for
 
         selection = self.selection
         if selection.is_empty:
@@ -131,17 +164,40 @@ class TierlogReader(DataSourceReader):
             bounds=selection.bounds,
             read_committed=self.options.read_committed,
         )
-        if self.options.read_committed:
-            ranges = _with_local_aborts(ranges, self.options.log_dirs)
-        ranges = split_ranges(
-            ranges, lambda: storage_for(self.options.settings), self.options.max_bytes_per_task
-        )
-        return [SegmentPartition(planned) for planned in ranges]
+        tasks: list[InputPartition] = list(plan_tasks(self.options, ranges))
+        if self.options.include_local:
+            from .local_segments import plan_local_tasks
+
+            tasks.extend(plan_local_tasks(self.options, selection, caches))
+        return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from .local_segments import LocalSegmentPartition, read_local_range
+
+        if isinstance(partition, LocalSegmentPartition):
+            return _cast_all(
+                read_local_range(
+                    partition.range,
+                    min_timestamp=self.selection.bounds.min_timestamp,
+                    max_timestamp=self.selection.bounds.max_timestamp,
+                    read_committed=self.options.read_committed,
+                ),
+                self.schema,
+            )
         if not isinstance(partition, SegmentPartition):
             return iter(())  # Spark's placeholder when nothing is planned
-        return _read_range(self.options, self.selection, self.schema, partition.range)
+        return read_range(self.options, self.selection, self.schema, partition.range)
+
+
+def plan_tasks(options: ReadOptions, ranges: list[SegmentRange]) -> list[SegmentPartition]:
+    """The tasks reading ``ranges``: with what read_committed needs, split where worth it."""
+    from .splitting import split_ranges
+    from .storage import storage_for
+
+    if options.read_committed:
+        ranges = _with_local_aborts(ranges, options.log_dirs)
+    ranges = split_ranges(ranges, lambda: storage_for(options.settings), options.max_bytes_per_task)
+    return [SegmentPartition(planned) for planned in ranges]
 
 
 def _with_local_aborts(ranges: list[SegmentRange], log_dirs: Sequence[str]) -> list[SegmentRange]:
@@ -163,7 +219,15 @@ def _with_local_aborts(ranges: list[SegmentRange], log_dirs: Sequence[str]) -> l
     return result
 
 
-def _read_range(
+def _cast_all(batches: Iterator[pa.RecordBatch], schema: StructType) -> Iterator[pa.RecordBatch]:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(schema, timezone="UTC")
+    for batch in batches:
+        yield batch.select(target.names).cast(target)
+
+
+def read_range(
     options: ReadOptions, selection: Selection, schema: StructType, planned: SegmentRange
 ) -> Iterator[pa.RecordBatch]:
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -202,4 +266,4 @@ def _read_range(
         aborted=[(txn.producer_id, txn.first_offset) for txn in aborted],
         read_committed=options.read_committed,
     ):
-        yield batch.cast(target)
+        yield batch.select(target.names).cast(target)

@@ -6,8 +6,9 @@ error naming the option, rather than as a task failure on an executor.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -17,7 +18,14 @@ from tierlog.errors import TierlogError
 
 from .planning import Bounds
 
-__all__ = ["OPTIONS", "ReadOptions", "TierlogOptionError", "source_options"]
+__all__ = [
+    "OPTIONS",
+    "STREAM_OPTIONS",
+    "ReadOptions",
+    "StreamOptions",
+    "TierlogOptionError",
+    "source_options",
+]
 
 #: Runtime settings given inline: ``tierlog.rsm.config.url`` sets ``rsm.config.url``.
 SETTING_PREFIX = "tierlog."
@@ -37,7 +45,32 @@ OPTIONS = {
     "rlmm.num.partitions": "partition count of __remote_log_metadata (default: the runtime's)",
     "maxbytespertask": "bytes of a segment one task reads at most, where its index allows "
     f"(default {DEFAULT_MAX_BYTES_PER_TASK})",
+    "includelocal": "true: also read the records not tiered yet from the local segments in "
+    "log.dirs, up to the high watermark (batch reads; the log dirs must be reachable from the "
+    "executors); false (default): only the remote tier",
 }
+
+#: Options only ``spark.readStream`` takes.
+STREAM_OPTIONS = {
+    "startingoffsets": "where a new query starts: earliest (default), latest, or JSON such as "
+    '{"orders": {"0": 42, "1": -2}} (-2 earliest, -1 latest; unlisted partitions: earliest)',
+    "maxsegmentspertrigger": "remote segments one micro-batch reads at most (default: all)",
+    "maxrecordspertrigger": "offsets one micro-batch reads at most (default: all)",
+    "failondataloss": "true (default): fail when offsets a query has not read yet were deleted "
+    "from remote storage; false: continue from the earliest remote offset",
+}
+
+#: Batch options a stream refuses: it starts at ``startingOffsets``, has no end, and reads what is
+#: tiered.
+BATCH_ONLY_OPTIONS = (
+    "startingoffset",
+    "endingoffset",
+    "startingtimestamp",
+    "endingtimestamp",
+    "includelocal",
+)
+
+EARLIEST, LATEST = -2, -1
 
 
 class TierlogOptionError(TierlogError, ValueError):
@@ -57,22 +90,35 @@ class ReadOptions:
     read_committed: bool
     num_partitions: int | None
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
+    #: Whether to read the local segments after the tiered ones (``local_segments``).
+    include_local: bool = False
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str], *, need_topics: bool = True) -> ReadOptions:
+    def from_options(
+        cls, options: Mapping[str, str], *, need_topics: bool = True, streaming: bool = False
+    ) -> ReadOptions:
         """Parse Spark's case-insensitive options; raises TierlogOptionError.
 
         Jobs over every topic pass ``need_topics=False``: no ``topics`` option then means none.
+        A stream (``streaming``) also takes ``STREAM_OPTIONS``, parsed by ``StreamOptions``.
         """
         options = {key.lower(): value for key, value in options.items()}
-        unknown = sorted(
-            k for k in options if k not in OPTIONS and not k.startswith(SETTING_PREFIX)
-        )
+        known = {**OPTIONS, **STREAM_OPTIONS} if streaming else OPTIONS
+        unknown = sorted(k for k in options if k not in known and not k.startswith(SETTING_PREFIX))
         if unknown:
+            kind = "stream" if streaming else "batch read"
+            hint = " (it is an option of spark.readStream)" if unknown[0] in STREAM_OPTIONS else ""
             raise TierlogOptionError(
-                f"unknown tierlog option {unknown[0]!r}; the options are "
-                f"{', '.join(sorted(OPTIONS))} and {SETTING_PREFIX}<runtime setting>"
+                f"unknown tierlog option {unknown[0]!r} for a {kind}{hint}; the options are "
+                f"{', '.join(sorted(known))} and {SETTING_PREFIX}<runtime setting>"
             )
+        if streaming:
+            batch_only = [name for name in BATCH_ONLY_OPTIONS if name in options]
+            if batch_only:
+                raise TierlogOptionError(
+                    f"option {batch_only[0]!r} is for batch reads; a stream starts at "
+                    "'startingOffsets' and reads every record from there"
+                )
         settings: dict[str, Any] = {}
         if "config" in options:
             try:
@@ -132,6 +178,11 @@ class ReadOptions:
                 name = f"{prefix}{NUM_PARTITIONS_KEY} (runtime setting)"
                 num_partitions = _int(name, str(configured), minimum=1)
         max_bytes = _optional_int(options, "maxbytespertask", minimum=1)
+        include_local = options.get("includelocal", "false").strip().lower()
+        if include_local not in ("true", "false"):
+            raise TierlogOptionError(
+                f"option 'includelocal' is {options['includelocal']!r}; use true or false"
+            )
         return cls(
             settings=settings,
             log_dirs=log_dirs,
@@ -141,7 +192,74 @@ class ReadOptions:
             read_committed=level == "read_committed",
             num_partitions=num_partitions,
             max_bytes_per_task=DEFAULT_MAX_BYTES_PER_TASK if max_bytes is None else max_bytes,
+            include_local=include_local == "true",
         )
+
+
+@attrs.frozen
+class StreamOptions:
+    """What a ``tierlog`` stream adds to a read: where a new query starts, and how much one
+    micro-batch takes."""
+
+    #: "earliest", "latest", or offsets by topic and partition (EARLIEST / LATEST allowed).
+    starting_offsets: str | Mapping[str, Mapping[int, int]]
+    max_segments_per_trigger: int | None
+    max_records_per_trigger: int | None
+    fail_on_data_loss: bool
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], topics: Sequence[str]) -> StreamOptions:
+        """Parse the stream options of Spark's options; ``topics`` are the topics read."""
+        options = {key.lower(): value for key, value in options.items()}
+        loss = options.get("failondataloss", "true").strip().lower()
+        if loss not in ("true", "false"):
+            raise TierlogOptionError(
+                f"option 'failondataloss' is {options['failondataloss']!r}; use true or false"
+            )
+        return cls(
+            starting_offsets=_starting_offsets(options.get("startingoffsets", "earliest"), topics),
+            max_segments_per_trigger=_optional_int(options, "maxsegmentspertrigger", minimum=1),
+            max_records_per_trigger=_optional_int(options, "maxrecordspertrigger", minimum=1),
+            fail_on_data_loss=loss == "true",
+        )
+
+
+def _starting_offsets(text: str, topics: Sequence[str]) -> str | dict[str, dict[int, int]]:
+    word = text.strip().lower()
+    if word in ("earliest", "latest"):
+        return word
+    usage = (
+        "use earliest, latest or a JSON object of topics, partitions and offsets such as "
+        '{"orders": {"0": 42, "1": -2}}'
+    )
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        raise TierlogOptionError(f"option 'startingoffsets' is {text!r}; {usage}") from None
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise TierlogOptionError(f"option 'startingoffsets' is {text!r}; {usage}")
+    result: dict[str, dict[int, int]] = {}
+    for topic, offsets in parsed.items():
+        if topic not in topics:
+            raise TierlogOptionError(
+                f"option 'startingoffsets' names topic {topic!r}, which option 'topics' "
+                f"does not ({', '.join(topics)})"
+            )
+        result[topic] = {}
+        for partition, offset in offsets.items():
+            if (
+                not isinstance(offset, int)
+                or isinstance(offset, bool)
+                or offset < EARLIEST
+                or not partition.isdigit()
+            ):
+                raise TierlogOptionError(
+                    f"option 'startingoffsets': {topic} partition {partition!r} offset "
+                    f"{offset!r}; partitions are numbers and offsets at least -2 (-2 earliest, "
+                    "-1 latest)"
+                )
+            result[topic][int(partition)] = offset
+    return result
 
 
 def source_options(source: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, str]:

@@ -21,7 +21,7 @@ from tierlog.model import (
     Uuid,
 )
 
-__all__ = ["Bounds", "SegmentRange", "plan_reads", "tiered_ranges"]
+__all__ = ["Bounds", "SegmentRange", "plan_reads", "tiered_ranges", "within"]
 
 log = logging.getLogger(__name__)
 
@@ -162,11 +162,12 @@ def plan_reads(
         ranges = tiered_ranges(caches[tip])
         if read_committed:
             ranges = _with_txn_segments(ranges)
-        planned.extend(_within(ranges, bounds))
+        planned.extend(within(ranges, bounds))
     return planned
 
 
-def _within(ranges: Iterable[SegmentRange], bounds: Bounds) -> Iterable[SegmentRange]:
+def within(ranges: Iterable[SegmentRange], bounds: Bounds) -> Iterable[SegmentRange]:
+    """``ranges`` cut to ``bounds``; those left empty are dropped."""
     for planned in ranges:
         if bounds.min_timestamp is not None and (
             planned.segment.max_timestamp_ms < bounds.min_timestamp

@@ -348,6 +348,48 @@ def test_schema_is_the_decoders(spark: Any, scenario: Scenario) -> None:
     assert df.schema == from_arrow_schema(SCHEMA)
 
 
+def test_a_schema_naming_some_columns_reads_just_those(spark: Any, scenario: Scenario) -> None:
+    df = (
+        _reader(spark, scenario, topics=ORDERS)
+        .schema(
+            "value binary, offset long, partition int, "
+            "headers array<struct<key:string,value:binary>>"
+        )
+        .load()
+    )
+    assert df.columns == ["value", "offset", "partition", "headers"]
+    rows = sorted(
+        (
+            r.partition,
+            r.offset,
+            None if r.value is None else bytes(r.value),
+            tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in r.headers),
+        )
+        for r in df.collect()
+    )
+    expected = sorted(
+        (partition, offset, value, headers)
+        for topic, partition, offset, _, value, headers, _ in scenario.expected()
+        if topic == ORDERS
+    )
+    assert rows == expected
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ("offset long, size int", "has no column 'size'"),
+        ("offset int", "column 'offset' of the tierlog source is bigint, not int"),
+        ("offset long, offset long", "names column 'offset' twice"),
+    ],
+)
+def test_a_schema_with_unknown_or_mistyped_columns_is_refused(
+    spark: Any, scenario: Scenario, schema: str, message: str
+) -> None:
+    with pytest.raises(Exception, match=message):
+        _reader(spark, scenario, topics=ORDERS).schema(schema).load().collect()
+
+
 # --- transactions -------------------------------------------------------------------------
 
 
