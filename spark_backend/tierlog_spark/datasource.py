@@ -117,9 +117,9 @@ def _check_schema(schema: StructType) -> None:
 
 @attrs.frozen
 class SegmentPartition(InputPartition):
-    """One task: a range of one remote segment."""
+    """One task: ranges of remote segments, read one after the other (see ``packing``)."""
 
-    range: SegmentRange
+    ranges: tuple[SegmentRange, ...]
 
 
 class TierlogReader(DataSourceReader):
@@ -186,18 +186,21 @@ class TierlogReader(DataSourceReader):
             )
         if not isinstance(partition, SegmentPartition):
             return iter(())  # Spark's placeholder when nothing is planned
-        return read_range(self.options, self.selection, self.schema, partition.range)
+        return read_ranges(self.options, self.selection, self.schema, partition.ranges)
 
 
 def plan_tasks(options: ReadOptions, ranges: list[SegmentRange]) -> list[SegmentPartition]:
-    """The tasks reading ``ranges``: with what read_committed needs, split where worth it."""
+    """The tasks reading ``ranges``: with what read_committed needs, big segments split, small
+    ones packed together."""
+    from .packing import pack_ranges
     from .splitting import split_ranges
     from .storage import storage_for
 
     if options.read_committed:
         ranges = _with_local_aborts(ranges, options.log_dirs)
     ranges = split_ranges(ranges, lambda: storage_for(options.settings), options.max_bytes_per_task)
-    return [SegmentPartition(planned) for planned in ranges]
+    packed = pack_ranges(ranges, min_tasks=options.min_tasks, max_bytes=options.max_bytes_per_task)
+    return [SegmentPartition(task) for task in packed]
 
 
 def _with_local_aborts(ranges: list[SegmentRange], log_dirs: Sequence[str]) -> list[SegmentRange]:
@@ -225,6 +228,17 @@ def _cast_all(batches: Iterator[pa.RecordBatch], schema: StructType) -> Iterator
     target = to_arrow_schema(schema, timezone="UTC")
     for batch in batches:
         yield batch.select(target.names).cast(target)
+
+
+def read_ranges(
+    options: ReadOptions,
+    selection: Selection,
+    schema: StructType,
+    ranges: Sequence[SegmentRange],
+) -> Iterator[pa.RecordBatch]:
+    """The records of a task's ``ranges``, in order."""
+    for planned in ranges:
+        yield from read_range(options, selection, schema, planned)
 
 
 def read_range(

@@ -43,6 +43,9 @@ OPTIONS = {
     "endingtimestamp": "record timestamp to stop before, in ms, exclusive",
     "isolation.level": "read_uncommitted (default) or read_committed",
     "rlmm.num.partitions": "partition count of __remote_log_metadata (default: the runtime's)",
+    "mintasks": "tasks a read is spread over at least, where there are enough segments: small "
+    "segments are packed together up to the share of each (default: twice the planning "
+    "machine's cores)",
     "maxbytespertask": "bytes of a segment one task reads at most, where its index allows "
     f"(default {DEFAULT_MAX_BYTES_PER_TASK})",
     "includelocal": "true: also read the records not tiered yet from the local segments in "
@@ -73,6 +76,12 @@ BATCH_ONLY_OPTIONS = (
 EARLIEST, LATEST = -2, -1
 
 
+def default_min_tasks() -> int:
+    """Twice the cores of the machine planning the read: in local mode, enough tasks to keep
+    every core busy with some slack for uneven ones; on a cluster, set ``minTasks``."""
+    return 2 * (os.cpu_count() or 1)
+
+
 class TierlogOptionError(TierlogError, ValueError):
     """A data source option that is missing, unknown or has a wrong value; names the option."""
 
@@ -92,6 +101,8 @@ class ReadOptions:
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
     #: Whether to read the local segments after the tiered ones (``local_segments``).
     include_local: bool = False
+    #: How many tasks the segments are packed into at least (``packing``).
+    min_tasks: int = attrs.field(factory=default_min_tasks)
 
     @classmethod
     def from_options(
@@ -178,6 +189,7 @@ class ReadOptions:
                 name = f"{prefix}{NUM_PARTITIONS_KEY} (runtime setting)"
                 num_partitions = _int(name, str(configured), minimum=1)
         max_bytes = _optional_int(options, "maxbytespertask", minimum=1)
+        min_tasks = _optional_int(options, "mintasks", minimum=1)
         include_local = options.get("includelocal", "false").strip().lower()
         if include_local not in ("true", "false"):
             raise TierlogOptionError(
@@ -193,6 +205,7 @@ class ReadOptions:
             num_partitions=num_partitions,
             max_bytes_per_task=DEFAULT_MAX_BYTES_PER_TASK if max_bytes is None else max_bytes,
             include_local=include_local == "true",
+            min_tasks=default_min_tasks() if min_tasks is None else min_tasks,
         )
 
 

@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 from tierlog.errors import TierlogError
 
-from .datasource import SegmentPartition, plan_tasks, read_range
+from .datasource import SegmentPartition, plan_tasks, read_ranges
 from .options import EARLIEST, LATEST, ReadOptions, StreamOptions
 from .planning import Bounds, SegmentRange, plan_reads, within
 from .pushdown import Selection
@@ -169,7 +169,7 @@ class TierlogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not isinstance(partition, SegmentPartition):
             return iter(())
         everything = Selection(None, None, Bounds())
-        return read_range(self.options, everything, self.schema, partition.range)
+        return read_ranges(self.options, everything, self.schema, partition.ranges)
 
     def commit(self, end: Offsets) -> None:
         """Nothing to release: the reader holds nothing between micro-batches, and what remote

@@ -39,6 +39,8 @@ pytest.importorskip("tierlog_fsspec")
 
 ORDERS, TXNS = "orders", "txns"
 ORDERS_PARTITIONS = 3
+#: A ``minTasks`` above the number of segments: every segment range is a task of its own.
+UNPACKED = "100000"
 CODECS = list(Compression)
 Row = tuple[str, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...], int]
 
@@ -390,6 +392,17 @@ def test_a_schema_with_unknown_or_mistyped_columns_is_refused(
         _reader(spark, scenario, topics=ORDERS).schema(schema).load().collect()
 
 
+@pytest.mark.parametrize("min_tasks", ["1", "2"])
+def test_small_segments_are_packed_into_fewer_tasks_reading_the_same_records(
+    spark: Any, scenario: Scenario, min_tasks: str
+) -> None:
+    segments = _reader(spark, scenario, topics=ORDERS, minTasks=UNPACKED).load()
+    packed = _reader(spark, scenario, topics=ORDERS, minTasks=min_tasks).load()
+    tasks, ranges = packed.rdd.getNumPartitions(), segments.rdd.getNumPartitions()
+    assert int(min_tasks) <= tasks < ranges
+    assert _rows(packed) == [row for row in scenario.expected() if row[0] == ORDERS]
+
+
 # --- transactions -------------------------------------------------------------------------
 
 
@@ -430,7 +443,8 @@ def test_offset_and_timestamp_options_bound_the_read(spark: Any, scenario: Scena
 
 
 def test_filters_are_pushed_down_so_fewer_segments_are_read(spark: Any, scenario: Scenario) -> None:
-    everything = _reader(spark, scenario, topics=f"{ORDERS},{TXNS}").load()
+    # One task per segment range (no packing), so tasks count the segments read.
+    everything = _reader(spark, scenario, topics=f"{ORDERS},{TXNS}", minTasks=UNPACKED).load()
     all_tasks = everything.rdd.getNumPartitions()
     one_partition = everything.where(f"topic = '{ORDERS}' and partition = 1")
     partition_tasks = one_partition.rdd.getNumPartitions()
@@ -459,7 +473,7 @@ def test_big_segments_are_split_into_tasks_along_their_offset_index(
     spark: Any, scenario: Scenario
 ) -> None:
     expected = [row for row in scenario.expected() if row[0] == ORDERS]
-    whole = _reader(spark, scenario, topics=ORDERS).load()
+    whole = _reader(spark, scenario, topics=ORDERS, minTasks=UNPACKED).load()
     split = _reader(spark, scenario, topics=ORDERS, maxBytesPerTask="700").load()
     assert split.rdd.getNumPartitions() > whole.rdd.getNumPartitions()
     assert _rows(split) == expected
