@@ -127,6 +127,12 @@ class InvalidReplicationFactorError(TierlogError, ValueError):
     code, kafka_name = 38, "INVALID_REPLICATION_FACTOR"
 
 
+class InvalidReplicaAssignmentError(TierlogError, ValueError):
+    """A replica list that cannot be used: empty, a broker twice, or a broker the cluster lacks."""
+
+    code, kafka_name = 39, "INVALID_REPLICA_ASSIGNMENT"
+
+
 class InvalidConfigError(TierlogError, ValueError):
     """A configuration key, value or combination that is not allowed; names the key."""
 
@@ -188,6 +194,12 @@ class UnknownLeaderEpochError(RetriableError):
 
 class OffsetNotAvailableError(RetriableError):
     code, kafka_name = 78, "OFFSET_NOT_AVAILABLE"
+
+
+class NoReassignmentInProgressError(TierlogError):
+    """A reassignment was cancelled for a partition that has none under way."""
+
+    code, kafka_name = 85, "NO_REASSIGNMENT_IN_PROGRESS"
 
 
 class ProducerFencedError(TierlogError):

@@ -200,7 +200,8 @@ def make_plugin_manager(
 
     for name, plugin in (extra_plugins or {}).items():
         if not pm.is_blocked(name):
-            pm.register_plugin(plugin, PluginSource(name=name, value=repr(plugin)))
+            # A class, as from an entry point, gives each runtime (each broker) its own instance.
+            pm.register_plugin(_instantiate(plugin), PluginSource(name=name, value=repr(plugin)))
 
     pm.check_pending()
     _check_roles_complete(pm)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from tierlog.server.protocol import OffsetSpec
 from tierlog.testing import DirectoryStorageManager, Scenario
 
 SEGMENT = 4096
@@ -29,7 +30,7 @@ def directory_storage(tmp_path: Path) -> tuple[dict[str, object], dict[str, obje
         "remote.log.storage.manager.name": "directory",
         "rsm.config.root": str(tmp_path / "remote"),
     }
-    return settings, {"directory": DirectoryStorageManager()}
+    return settings, {"directory": DirectoryStorageManager}  # one instance per broker
 
 
 @pytest.fixture(params=[fsspec_storage, directory_storage], ids=["fsspec-file", "directory"])
@@ -38,8 +39,10 @@ def scenario(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callabl
     settings, plugins = storage(tmp_path)
     started: list[Scenario] = []
 
-    def make(**extra: object) -> Scenario:
-        running = Scenario(tmp_path, {**settings, **extra}, extra_plugins=plugins).start()
+    def make(brokers: int = 1, **extra: object) -> Scenario:
+        running = Scenario(
+            tmp_path, {**settings, **extra}, brokers=brokers, extra_plugins=plugins, timeout_s=60
+        ).start()
         started.append(running)
         return running
 
@@ -138,3 +141,43 @@ def test_tiered_data_survives_a_broker_restart(scenario: Callable[..., Scenario]
     uploaded = [(e.start_offset, e.end_offset) for e in running.events("t", 0, "copy")]
     assert len(uploaded) > copies
     assert len(set(uploaded)) == len(uploaded), "a segment was uploaded twice after the restart"
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
+def test_a_new_leader_serves_and_tiers_on_and_the_old_one_catches_up(
+    scenario: Callable[..., Scenario], clean: bool
+) -> None:
+    first, second = values(300, "a"), values(200, "b")
+    running = scenario(brokers=3).create_topic(
+        "t", replication_factor=3, segment_bytes=SEGMENT, local_retention_bytes=1
+    )
+    for broker_id in range(3):
+        running.expect_in_isr("t", 0, broker_id)
+    running.produce("t", 0, first).expect_tiered("t", 0).expect_local_deleted("t", 0)
+    tiered = running.log("t", 0).highest_offset_in_remote_storage
+    old = running.leader("t", 0)
+    copies = len([e for e in running.events("t", 0, "copy") if e.succeeded])
+
+    running.leader_change("t", 0, clean=clean)
+    new = running.leader("t", 0)
+    assert new not in (old, -1)
+    (
+        running.expect_leader("t", 0, new)
+        .expect_list_offsets("t", 0, OffsetSpec.LATEST_TIERED, tiered, leader_epoch=0)
+        .expect_list_offsets("t", 0, OffsetSpec.LATEST, 300, leader_epoch=1)
+        .consume("t", 0, from_offset=0, expect=first)
+        .expect_fetched_from_remote("t", 0)
+        .produce("t", 0, second)
+        .expect_tiered("t", 0)
+        .start_broker(old)
+        .expect_caught_up("t", 0, old)
+        .expect_leader("t", 0, new)
+        .consume("t", 0, from_offset=0, expect=first + second)
+    )
+    uploads = [
+        (e.start_offset, e.end_offset) for e in running.events("t", 0, "copy") if e.succeeded
+    ]
+    assert len(uploads) > copies, "the new leader tiered nothing"
+    assert all(start > tiered for start, _ in uploads[copies:])
+    assert len(set(uploads)) == len(uploads), "a range was uploaded twice after the leader change"
+    assert running.log("t", 0, old).log_end_offset == 500

@@ -78,7 +78,7 @@ class TestBrokenPlugin(StorageManagerContract):
 
     @pytest.fixture
     def storage_extra_plugins(self):
-        return {{"broken": {plugin}()}}
+        return {{"broken": {plugin}}}
 """
 
 METADATA_RUN = """

@@ -19,4 +19,4 @@ class TestDirectoryStorage(StorageManagerContract):
 
     @pytest.fixture
     def storage_extra_plugins(self) -> Mapping[str, object]:
-        return {"directory": DirectoryStorageManager()}
+        return {"directory": DirectoryStorageManager}  # one instance per broker

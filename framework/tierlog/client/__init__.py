@@ -13,7 +13,15 @@ Kafka's names (``linger.ms``, ``auto.offset.reset``...)::
 
 from __future__ import annotations
 
-from .admin import Admin, AlterConfig, ConfigResource, ConfigResourceType, ListedOffset, NewTopic
+from .admin import (
+    Admin,
+    AlterConfig,
+    ConfigResource,
+    ConfigResourceType,
+    ListedOffset,
+    NewTopic,
+    PartitionReassignment,
+)
 from .config import AdminConfig, ConsumerConfig, ProducerConfig
 from .consumer import Consumer
 from .errors import ClientClosedError, DeliveryTimeoutError, NoOffsetForPartitionError
@@ -36,6 +44,7 @@ __all__ = [
     "NewTopic",
     "NoOffsetForPartitionError",
     "PartitionInfo",
+    "PartitionReassignment",
     "Producer",
     "ProducerConfig",
     "RecordMetadata",

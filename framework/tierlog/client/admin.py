@@ -1,9 +1,10 @@
-"""The admin client: topics, configs, record deletion and offsets (Kafka's ``Admin``).
+"""The admin client: topics, configs, record deletion, offsets and partition reassignments
+(Kafka's ``Admin``).
 
-Calls are synchronous. Topic creation and deletion go to the controller, partition-level calls
-to each partition's leader, config calls to any broker (a broker's own configs to that broker).
-Retriable errors and unreachable brokers are retried with backoff until
-``default.api.timeout.ms``; an error for one item raises the tierlog error for its code with
+Calls are synchronous. Topic creation and deletion and reassignments go to the controller,
+partition-level calls to each partition's leader, config calls to any broker (a broker's own
+configs to that broker). Retriable errors and unreachable brokers are retried with backoff
+until ``default.api.timeout.ms``; an error for one item raises the tierlog error for its code with
 the item named, after the other items of the same call were carried out.
 """
 
@@ -87,6 +88,16 @@ class ListedOffset:
     offset: int
     timestamp: int
     leader_epoch: int | None
+
+
+@attrs.frozen
+class PartitionReassignment:
+    """A reassignment under way: every current replica (the targets first), the targets that
+    are still joining, and the replicas that leave once every target is in sync."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 class _Retry(Exception):
@@ -198,6 +209,84 @@ class Admin:
                 raise topic_error(name, code)
             result[name] = info
         return result
+
+    # --- reassignments -----------------------------------------------------------------------
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Iterable[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Moves each partition to the given brokers (KIP-455); None cancels its reassignment.
+
+        Returns once the controller has accepted them; the data moves in the background (see
+        :meth:`list_partition_reassignments`). A new target for a partition already moving
+        replaces the old one. Raises for the first partition refused, after the others were
+        accepted: InvalidReplicaAssignmentError (empty, a broker twice, an unknown broker),
+        NoReassignmentInProgressError (cancelling where nothing moves),
+        UnknownTopicOrPartitionError.
+        """
+        topics: dict[str, list[p.ReassignablePartition]] = {}
+        for tp, replicas in reassignments.items():
+            topics.setdefault(tp.topic, []).append(
+                p.ReassignablePartition(tp.partition, None if replicas is None else replicas)
+            )
+        request = p.AlterPartitionReassignmentsRequest(
+            [p.ReassignableTopic(name, parts) for name, parts in topics.items()],
+            timeout_ms=self._config.request_timeout_ms,
+        )
+
+        def attempt() -> p.AlterPartitionReassignmentsResponse:
+            response: p.AlterPartitionReassignmentsResponse = self._send_to_controller(request)
+            if response.error_code == _NOT_CONTROLLER:
+                raise _Retry(LeaderNotAvailableError("the controller moved"))
+            return response
+
+        response = self._retrying(attempt, timeout_ms)
+        if response.error_code != p.NONE:
+            raise _item_error(response.error_code, "reassigning partitions", response.error_message)
+        for topic in response.responses:
+            for part in topic.partitions:
+                if part.error_code != p.NONE:
+                    tp = TopicPartition(topic.name, part.partition_index)
+                    raise _item_error(part.error_code, f"reassigning {tp}", part.error_message)
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments under way, of ``partitions`` or (None) of the whole cluster; a
+        partition that is not moving (or does not exist) is not in the answer."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+        request = p.ListPartitionReassignmentsRequest(
+            None
+            if topics is None
+            else [p.ListPartitionReassignmentsTopics(n, parts) for n, parts in topics.items()],
+            timeout_ms=self._config.request_timeout_ms,
+        )
+
+        def attempt() -> p.ListPartitionReassignmentsResponse:
+            response: p.ListPartitionReassignmentsResponse = self._send_to_controller(request)
+            if response.error_code == _NOT_CONTROLLER:
+                raise _Retry(LeaderNotAvailableError("the controller moved"))
+            return response
+
+        response = self._retrying(attempt, timeout_ms)
+        if response.error_code != p.NONE:
+            raise _item_error(
+                response.error_code, "listing partition reassignments", response.error_message
+            )
+        return {
+            TopicPartition(topic.name, part.partition_index): PartitionReassignment(
+                part.replicas, part.adding_replicas, part.removing_replicas
+            )
+            for topic in response.topics
+            for part in topic.partitions
+        }
 
     # --- configs ------------------------------------------------------------------------------
 

@@ -66,7 +66,13 @@ from ..records import (
 )
 from ..records.batch import CONTROL_MASK
 from . import files
-from .checkpoint import TEMP_SUFFIX, fsync_directory, write_atomically
+from .checkpoint import (
+    OFFSET_CHECKPOINT_VERSION,
+    TEMP_SUFFIX,
+    fsync_directory,
+    read_offset_checkpoint,
+    write_atomically,
+)
 from .epoch_cache import EpochEntry, LeaderEpochCache, LeaderEpochCheckpointFile
 from .log_config import LogConfig
 from .producer_state import (
@@ -101,7 +107,6 @@ _INT32_MAX: Final = (1 << 31) - 1
 #: Rolled segments whose indexes stay in memory at once; the others load on use. A 1 GiB
 #: segment's indexes take about 5 MB, so a long log must not keep them all.
 LOADED_INDEX_LIMIT: Final = 8
-_CHECKPOINT_VERSION: Final = 0
 #: Enum members and ``tuple.__new__`` as module constants: the append path reads them for every
 #: batch, and a global is several times cheaper than an enum class attribute or a named tuple's
 #: ``__new__``.
@@ -211,7 +216,15 @@ class PartitionLog:
         #: Rolled segments with loaded indexes, least recently used first.
         self._index_lru: OrderedDict[int, LogSegment] = OrderedDict()
         self._closed = False
-        self._epoch_cache = LeaderEpochCache(LeaderEpochCheckpointFile.in_directory(directory))
+        epochs_file = LeaderEpochCheckpointFile.in_directory(directory)
+        #: The checkpoint was missing or unreadable: loading rebuilds the cache from the batches.
+        self._epochs_lost = not epochs_file.path.exists()
+        try:
+            self._epoch_cache = LeaderEpochCache(epochs_file)
+        except KafkaStorageError as err:
+            log.warning("%s; rebuilding the leader epochs from the log", err)
+            self._epoch_cache = LeaderEpochCache(epochs_file, entries=())
+            self._epochs_lost = True
         #: The cache's latest epoch, kept here for the append path; the log is the only one that
         #: changes the cache, and refreshes this after every change.
         self._latest_epoch: int | None = None
@@ -281,10 +294,13 @@ class PartitionLog:
             self._add_segment(self._new_segment(start))
             recovery_point = start
         first_base = self._segments[0].base_offset
+        lost_start = checkpointed_start is None
         if checkpointed_start is None:
             checkpointed_start = first_base
         if self._config.remote_storage_enable:
-            self._log_start_offset = checkpointed_start
+            # Remote storage may hold offsets below the local ones: without a checkpoint, start
+            # at 0 and let the remote log manager raise it to what remote storage holds.
+            self._log_start_offset = 0 if lost_start else checkpointed_start
         else:
             self._log_start_offset = max(checkpointed_start, first_base)
         self._local_log_start_offset = max(first_base, self._log_start_offset)
@@ -310,6 +326,8 @@ class PartitionLog:
         producers.update_map_end_offset(self._next_offset)
         producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
         producers.take_snapshot()
+        if self._epochs_lost and self._next_offset > self._segments[0].base_offset:
+            self._rebuild_epochs()
         self._epoch_cache.truncate_from_end(self._next_offset)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         self._latest_epoch = self._epoch_cache.latest_epoch
@@ -375,6 +393,23 @@ class PartitionLog:
         active = self._segments[-1]
         self._next_offset = active.read_next_offset()
         self._recovery_point = self._next_offset
+
+    def _rebuild_epochs(self) -> None:
+        """Every batch carries the epoch of the leader that wrote it, so a lost
+        ``leader-epoch-checkpoint`` is rebuilt from the local segments (epochs of offsets only
+        in remote storage come back from their metadata: see ``restore_remote_lineage``)."""
+        entries: list[EpochEntry] = []
+        for segment in self._segments:
+            for batch in segment.batches_from(0):
+                epoch = batch.partition_leader_epoch
+                if batch.base_offset >= self._next_offset:
+                    break
+                if epoch >= 0 and (not entries or epoch > entries[-1].epoch):
+                    entries.append(EpochEntry(epoch, batch.base_offset))
+        self._epoch_cache.clear()
+        self._epoch_cache.assign_entries(entries)
+        self._epoch_cache.flush()
+        log.info("%s: rebuilt the leader epochs from the log: %s", self._dir, entries)
 
     def _recovery_replay(self, segment: LogSegment) -> Callable[[BatchHeader], None]:
         producers = self._producer_state
@@ -1355,6 +1390,38 @@ class PartitionLog:
                 offset - 1, self._highest_offset_in_remote_storage
             )
 
+    def restore_remote_lineage(
+        self, remote_log_start: int, leader_epochs: Sequence[EpochEntry]
+    ) -> None:
+        """Puts back what a lost checkpoint took about offsets only remote storage holds.
+
+        The log start rises to ``remote_log_start`` (never past the local log start, never
+        down), and the epochs that start below the earliest one the local batches gave are put
+        in front of it. Called by the remote log manager once remote metadata is loaded.
+        """
+        with self._lock:
+            self._check_open()
+            target = min(remote_log_start, self._local_log_start_offset)
+            if target > self._log_start_offset:
+                log.info(
+                    "%s: log start %d raised to %d, where remote storage starts",
+                    self._dir,
+                    self._log_start_offset,
+                    target,
+                )
+                self._increment_log_start_offset(target)
+            cache = self._epoch_cache
+            known = cache.entries()
+            first = known[0].start_offset if known else self._next_offset
+            earlier = [e for e in leader_epochs if e.start_offset < first]
+            if not earlier:
+                return
+            cache.clear()
+            cache.assign_entries([*earlier, *known])
+            cache.truncate_from_start(self._log_start_offset)
+            self._latest_epoch = cache.latest_epoch
+            log.info("%s: leader epochs restored from remote metadata: %s", self._dir, earlier)
+
     def _truncate_fully_locked(self, offset: int, now: int) -> None:
         for segment in self._segments:
             self._schedule_delete(segment, now)
@@ -1481,29 +1548,12 @@ class PartitionLog:
     def _write_checkpoint(self, name: str, offset: int) -> None:
         """Kafka's offset checkpoint text (version, count, ``<topic> <partition> <offset>``)."""
         tp = self._topic_partition
-        text = f"{_CHECKPOINT_VERSION}\n1\n{tp.topic} {tp.partition} {offset}\n"
+        text = f"{OFFSET_CHECKPOINT_VERSION}\n1\n{tp.topic} {tp.partition} {offset}\n"
         write_atomically(self._dir / name, text.encode("utf-8"))
 
     def _read_checkpoint(self, name: str) -> int | None:
-        path = self._dir / name
-        try:
-            lines = path.read_text("utf-8").splitlines()
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as err:
-            log.warning("cannot read %s, ignoring it: %s", path, err)
-            return None
-        try:
-            if lines[0].strip() != str(_CHECKPOINT_VERSION):
-                raise ValueError(f"unknown version {lines[0]!r}")
-            tp = self._topic_partition
-            for line in lines[2 : 2 + int(lines[1])]:
-                topic, partition, offset = line.split()
-                if topic == tp.topic and int(partition) == tp.partition:
-                    return int(offset)
-        except (ValueError, IndexError) as err:
-            log.warning("malformed checkpoint %s, ignoring it: %s", path, err)
-        return None
+        tp = self._topic_partition
+        return read_offset_checkpoint(self._dir / name, tp.topic, tp.partition)
 
 
 def iter_log_batches(

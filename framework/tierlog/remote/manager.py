@@ -104,6 +104,8 @@ class PartitionTasks:
     copy_backoff: Backoff
     expire_backoff: Backoff
     initialized: bool = False
+    #: Whether the log was checked for lineage a lost checkpoint took (``restore_lineage``).
+    lineage_checked: bool = False
     cancelled: bool = False
     copy_due: float = 0.0
     expire_due: float = 0.0
@@ -130,6 +132,8 @@ class RemoteLogManager:
         self.metrics = m.RemoteMetrics(host.metrics)
         self._topic_switch = topic_switch
         self.stop_event = threading.Event()
+        #: Set when the broker starts to stop: no new upload begins (``stop_copying``).
+        self.copying_stopped = threading.Event()
         self.segments_being_copied: set[RemoteLogSegmentId] = set()
         self.scratch_dir = log_dir / SCRATCH_DIR_NAME
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
@@ -340,6 +344,22 @@ class RemoteLogManager:
                 tasks.expire_running, tasks.expire_due = False, due
             self._wake.notify_all()
 
+    def stop_copying(self, timeout_s: float) -> None:
+        """The broker is about to stop and hand its leaderships over: no new upload starts,
+        and those under way get ``timeout_s`` to finish while the broker still serves, so
+        their COPY_SEGMENT_FINISHED is published and the next leader does not upload the same
+        offsets again. A crash passes 0: it waits for nothing."""
+        self.copying_stopped.set()
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while any(t.copy_running for t in self._tasks.values()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if timeout_s > 0:
+                        log.warning("stopping with uploads still under way after %.0fs", timeout_s)
+                    return
+                self._wake.wait(remaining)
+
     def _remote_enabled(self, tasks: PartitionTasks) -> bool:
         plog = tasks.partition.log
         return not plog.closed and plog.config.remote_storage_enable
@@ -348,9 +368,15 @@ class RemoteLogManager:
         failed = False
         tp = tasks.topic_id_partition.topic_partition
         try:
-            if self.stopping or tasks.cancelled or not self._remote_enabled(tasks):
+            if (
+                self.stopping
+                or self.copying_stopped.is_set()
+                or tasks.cancelled
+                or not self._remote_enabled(tasks)
+            ):
                 return
             plog = tasks.partition.log
+            self._check_lineage(tasks)
             if not tasks.leader:
                 plog.highest_offset_in_remote_storage = find_highest_remote_offset(
                     self, plog, tasks.topic_id_partition
@@ -381,6 +407,7 @@ class RemoteLogManager:
             plog = tasks.partition.log
             if not self.metadata.is_ready(tasks.topic_id_partition):
                 return
+            self._check_lineage(tasks)
             if not plog.config.remote_storage_enable:
                 delete = self._topic_switch(tp.topic, "remote.log.delete.on.disable")
                 if delete and self.delete_remote_partition(tasks.topic_id_partition):
@@ -393,6 +420,56 @@ class RemoteLogManager:
                 log.warning("%s: remote retention failed: %s", tp, err)
         finally:
             self._finish(tasks, copy=False, failed=failed)
+
+    def _check_lineage(self, tasks: PartitionTasks) -> None:
+        """Once per leadership, before the first copy or expiration decides anything."""
+        if not tasks.lineage_checked and self.metadata.is_ready(tasks.topic_id_partition):
+            self.restore_lineage(tasks.partition)
+            tasks.lineage_checked = True
+
+    def restore_lineage(self, partition: Partition) -> None:
+        """Gives back to a replica whose checkpoints were lost what it knew of its remote data.
+
+        Without ``log-start-offset-checkpoint`` a tiered log starts at 0 and rises here to
+        where remote storage starts; without ``leader-epoch-checkpoint`` it knows only the
+        epochs of its local batches, and those of offsets only remote storage holds come from
+        the remote segments' metadata. Before that, copying would upload tiered ranges again
+        and retention would judge tiered segments foreign. A healthy replica is left as it is.
+        """
+        plog = partition.log
+        if not plog.config.remote_storage_enable or not self.is_ready(partition):
+            return
+        log_start, local_start = plog.log_start_offset, plog.local_log_start_offset
+        if log_start >= local_start:
+            return
+        earliest = plog.leader_epoch_cache.earliest_entry
+        finished = sorted(
+            (
+                s
+                for s in self.metadata.list_remote_log_segments(self._tip(partition))
+                if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ),
+            key=lambda s: (s.start_offset, s.end_offset),
+        )
+        remote_start = min((s.start_offset for s in finished), default=local_start)
+        if earliest is not None and earliest.start_offset <= max(log_start, remote_start):
+            if log_start < remote_start:
+                plog.restore_remote_lineage(remote_start, ())
+            return
+        first_known = plog.log_end_offset if earliest is None else earliest.start_offset
+        target = first_known - 1
+        holding = [s for s in finished if s.start_offset <= target <= s.end_offset]
+        entries: list[EpochEntry] = []
+        if holding:
+            # The newest lineage's segment, as for a follower's bootstrap; those before it
+            # say where the earlier epochs began.
+            segment = max(holding, key=lambda s: _epoch_at(s, target))
+            entries = [
+                EpochEntry(epoch, start)
+                for s in [*(s for s in finished if s.end_offset < segment.start_offset), segment]
+                for epoch, start in s.segment_leader_epochs
+            ]
+        plog.restore_remote_lineage(remote_start, entries)
 
     # --- reads ----------------------------------------------------------------------------
 
@@ -454,6 +531,8 @@ class RemoteLogManager:
         tp = partition.topic_partition
         self.metrics.meter(m.FETCH_REQUESTS, tp).mark()
         started = time.perf_counter()
+        if partition.log.leader_epoch_cache.epoch_for_offset(fetch_offset) is None:
+            self.restore_lineage(partition)  # a lost checkpoint, before the tasks repaired it
         try:
             result = read_remote(
                 self.storage,

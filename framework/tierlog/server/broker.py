@@ -90,6 +90,9 @@ NOT_READY_CODE = RemoteStorageNotReadyError.wire_fallback_code
 """What a partition whose remote metadata is still loading answers (REPLICA_NOT_AVAILABLE):
 Kafka never gave KIP-1007's error a code, and every client already retries this one."""
 
+#: How long a clean stop lets uploads under way finish before it hands leadership over.
+COPY_DRAIN_TIMEOUT_S = 30.0
+
 BROKER_HOST = "in-process"
 """The host an embedded broker reports in Metadata; a network front end reports its own."""
 
@@ -249,6 +252,9 @@ class Broker:
         self._shutdown(clean=clean, register=True)
 
     def _shutdown(self, *, clean: bool, register: bool) -> None:
+        if self.remote_log_manager is not None:
+            # While leaderships are still ours and metadata can still be published.
+            self.remote_log_manager.stop_copying(COPY_DRAIN_TIMEOUT_S if clean else 0.0)
         self._set_state(BrokerState.SHUTTING_DOWN)
         for remove in self._unsubscribe:
             remove()
@@ -511,6 +517,10 @@ class Broker:
                 return self.controller.create_topics(request)
             case p.DeleteTopicsRequest():
                 return self.controller.delete_topics(request)
+            case p.AlterPartitionReassignmentsRequest():
+                return self.controller.alter_partition_reassignments(request)
+            case p.ListPartitionReassignmentsRequest():
+                return self.controller.list_partition_reassignments(request)
             case p.DeleteRecordsRequest():
                 return self._delete_records(request)
             case p.OffsetsForLeaderEpochRequest():
@@ -1251,6 +1261,8 @@ class Broker:
             partition = self._partitions.pop(tp, None)
         if partition is None:
             return
+        # acks=all produces waiting on it fail now (NOT_LEADER_OR_FOLLOWER), not at timeout.
+        partition.make_offline()
         fetchers = self.replica_fetcher_manager
         if fetchers is not None:
             fetchers.remove_fetcher_for_partitions([tp])

@@ -5,7 +5,10 @@ live brokers), elects leaders (the first live in-sync replica), bumps leader epo
 leader change, and tells brokers what to host through the transport: ``LeaderAndIsr`` to lead or
 follow, ``StopReplica`` to stop (and delete) replicas. Leaders change their ISR through
 :meth:`Controller.alter_partition` (Kafka's AlterPartition, in-process); a broker that stops
-leaves every ISR it was in (unless it was the last member, as KRaft keeps it). Everything it
+leaves every ISR it was in (unless it was the last member, as KRaft keeps it). Partitions move
+between brokers by reassignment (KIP-455, :meth:`Controller.alter_partition_reassignments`):
+the target replicas join as followers, and once all of them are in the ISR the partition
+settles on them and the replicas left behind are stopped and deleted. Everything it
 decides is written atomically to a JSON file in the data dir before anyone is told, so a
 restarted cluster comes back with the same topics, ids, configs and epochs. Brokers read the
 published :class:`~tierlog.server.image.ClusterImage` and are told of each new one.
@@ -28,10 +31,12 @@ from ..errors import (
     FencedLeaderEpochError,
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaStorageError,
+    NoReassignmentInProgressError,
     NotLeaderOrFollowerError,
     TierlogError,
     TopicExistsError,
@@ -194,9 +199,11 @@ class Controller:
         with self._lock:
             self._live.add(broker_id)
             changed = self._elect_leaders(lambda reg: reg.leader == p.NO_LEADER)
+            removed = self._complete_reassignments()
             self._commit()
             self._send_full_state(broker_id)
-            self._send_leader_and_isr(changed, exclude={broker_id})
+            self._send_leader_and_isr(sorted({*changed, *removed}), exclude={broker_id})
+            self._stop_removed_replicas(removed)
         self._flush()
 
     def unregister_broker(self, broker_id: int) -> None:
@@ -239,7 +246,9 @@ class Controller:
         Refused (raises) unless ``leader_id`` leads ``tp`` at ``leader_epoch`` and
         ``partition_epoch`` is current; every new member must be a live assigned replica. The
         change bumps the partition epoch and is published in the image; brokers learn of it
-        from there, as KRaft brokers do, the leader from the answer.
+        from there, as KRaft brokers do, the leader from the answer. An ISR that now holds
+        every target of a reassignment completes it (the replicas are told by LeaderAndIsr and
+        StopReplica).
         """
         wanted = tuple(isr)
         with self._lock:
@@ -268,12 +277,18 @@ class Controller:
                 if replica not in reg.isr and replica not in self._live:
                     raise InvalidRequestError(f"{tp}: broker {replica} is not alive")
             updated = attrs.evolve(reg, isr=wanted, partition_epoch=reg.partition_epoch + 1)
-            partitions = list(topic.partitions)
-            partitions[tp.partition] = updated
-            self._topics[tp.topic] = attrs.evolve(topic, partitions=tuple(partitions))
-            self._commit()
+            self._store(tp, updated)
             log.info("%s: ISR %s -> %s", tp, reg.isr, wanted)
-            return updated
+            removed = self._complete_reassignments([tp])
+            self._commit()
+            if removed:
+                self._send_leader_and_isr(removed)
+                self._stop_removed_replicas(removed)
+        if removed:
+            # The caller is a leader answering a follower's fetch, on that follower's fetcher
+            # thread; the brokers told here may stop that very fetcher.
+            self._flush_in_background()
+        return updated
 
     def _elect_leaders(
         self, needs_election: Callable[[PartitionRegistration], bool]
@@ -296,8 +311,8 @@ class Controller:
                 if leader == reg.leader:
                     continue
                 isr = reg.isr if leader == p.NO_LEADER or leader in reg.isr else (leader,)
-                partitions[index] = PartitionRegistration(
-                    replicas=reg.replicas,
+                partitions[index] = attrs.evolve(
+                    reg,
                     isr=isr,
                     leader=leader,
                     leader_epoch=reg.leader_epoch + 1,
@@ -330,6 +345,8 @@ class Controller:
             partition_epoch=reg.partition_epoch,
             replicas=reg.replicas,
             is_new=is_new,
+            adding_replicas=reg.adding_replicas,
+            removing_replicas=reg.removing_replicas,
         )
 
     def _send_full_state(self, broker_id: int) -> None:
@@ -386,6 +403,17 @@ class Controller:
                     self._deliver_stop_replica(broker_id, request)
                 else:
                     self._deliver_leader_and_isr(broker_id, request)
+
+    def _flush_in_background(self) -> None:
+        """Delivers the queue from a thread of the controller's own, for callers that must not
+        wait for brokers to apply what they caused."""
+        threading.Thread(target=self._flush_logged, name="controller-sender", daemon=True).start()
+
+    def _flush_logged(self) -> None:
+        try:
+            self._flush()
+        except Exception:
+            log.exception("delivering controller requests failed")
 
     def _deliver_leader_and_isr(self, broker_id: int, request: p.LeaderAndIsrRequest) -> None:
         try:
@@ -636,6 +664,209 @@ class Controller:
         except TierlogError as err:
             # A broker that missed it deletes the strays on its next full LeaderAndIsr.
             log.warning("StopReplica to broker %d failed: %s", broker_id, err)
+
+    # --- reassignments (KIP-455) -----------------------------------------------------------
+
+    def alter_partition_reassignments(
+        self, request: p.AlterPartitionReassignmentsRequest
+    ) -> p.AlterPartitionReassignmentsResponse:
+        """AlterPartitionReassignments: start, replace (a new target while one is under way) or,
+        with ``replicas`` None, cancel the reassignment of each partition; each partition is
+        checked and answered on its own."""
+        responses = []
+        with self._lock:
+            moved: list[TopicPartition] = []
+            removed: dict[TopicPartition, tuple[int, ...]] = {}
+            for topic in request.topics:
+                answers = []
+                for wanted in topic.partitions:
+                    tp = TopicPartition(topic.name, wanted.partition_index)
+                    try:
+                        if wanted.replicas is None:
+                            removed[tp] = self._cancel_reassignment(tp)
+                        elif self._start_reassignment(tp, wanted.replicas):
+                            moved.append(tp)
+                    except TierlogError as err:
+                        answers.append(
+                            p.ReassignablePartitionResponse(
+                                tp.partition, error_code=err.code or -1, error_message=str(err)
+                            )
+                        )
+                        continue
+                    answers.append(p.ReassignablePartitionResponse(tp.partition))
+                responses.append(p.ReassignableTopicResponse(topic.name, answers))
+            # A shrink (or a target already in sync) completes at once.
+            removed.update(self._complete_reassignments(moved))
+            if moved or removed:
+                self._commit()
+                self._send_leader_and_isr(sorted({*moved, *removed}))
+                self._stop_removed_replicas(removed)
+        self._flush()
+        return p.AlterPartitionReassignmentsResponse(responses)
+
+    def list_partition_reassignments(
+        self, request: p.ListPartitionReassignmentsRequest
+    ) -> p.ListPartitionReassignmentsResponse:
+        """The reassignments under way (of the partitions asked for); others are left out."""
+        with self._lock:
+            if request.topics is None:
+                wanted = [
+                    TopicPartition(name, index)
+                    for name, topic in sorted(self._topics.items())
+                    for index in range(len(topic.partitions))
+                ]
+            else:
+                wanted = [
+                    TopicPartition(t.name, index)
+                    for t in request.topics
+                    for index in t.partition_indexes
+                ]
+            ongoing: dict[str, list[p.OngoingPartitionReassignment]] = {}
+            for tp in wanted:
+                topic = self._topics.get(tp.topic)
+                reg = None if topic is None else topic.partition(tp.partition)
+                if reg is None or not reg.reassigning:
+                    continue
+                ongoing.setdefault(tp.topic, []).append(
+                    p.OngoingPartitionReassignment(
+                        tp.partition, reg.replicas, reg.adding_replicas, reg.removing_replicas
+                    )
+                )
+        return p.ListPartitionReassignmentsResponse(
+            [p.OngoingTopicReassignment(name, parts) for name, parts in ongoing.items()]
+        )
+
+    def _registration(self, tp: TopicPartition) -> PartitionRegistration:
+        topic = self._topics.get(tp.topic)
+        reg = None if topic is None else topic.partition(tp.partition)
+        if reg is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic or partition {tp}")
+        return reg
+
+    def _store(self, tp: TopicPartition, reg: PartitionRegistration) -> None:
+        topic = self._topics[tp.topic]
+        partitions = list(topic.partitions)
+        partitions[tp.partition] = reg
+        self._topics[tp.topic] = attrs.evolve(topic, partitions=tuple(partitions))
+
+    def _start_reassignment(self, tp: TopicPartition, target: tuple[int, ...]) -> bool:
+        """Records the move of ``tp`` to ``target``; returns whether anything changed.
+
+        The replicas are then the target followed by the current replicas not in it; a
+        reassignment already under way counts with all its replicas as the current ones, so the
+        new target replaces it.
+        """
+        reg = self._registration(tp)
+        if not target:
+            raise InvalidReplicaAssignmentError(f"{tp}: the target replica list is empty")
+        if len(set(target)) != len(target):
+            raise InvalidReplicaAssignmentError(f"{tp}: {list(target)} lists a broker twice")
+        unknown = [b for b in target if b not in self._all_brokers]
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"{tp}: brokers {unknown} are not in the cluster (brokers: "
+                f"{list(self._all_brokers)})"
+            )
+        if target == reg.replicas and not reg.reassigning:
+            return False
+        adding = tuple(b for b in target if b not in reg.replicas)
+        removing = tuple(b for b in reg.replicas if b not in target)
+        self._store(
+            tp,
+            attrs.evolve(
+                reg,
+                replicas=(*target, *removing),
+                adding_replicas=adding,
+                removing_replicas=removing,
+                partition_epoch=reg.partition_epoch + 1,
+            ),
+        )
+        log.info("%s: reassigning %s -> %s", tp, reg.replicas, list(target))
+        return True
+
+    def _cancel_reassignment(self, tp: TopicPartition) -> tuple[int, ...]:
+        """Goes back to the replicas from before the reassignment; returns the replicas that
+        were being added, to stop."""
+        reg = self._registration(tp)
+        if not reg.reassigning:
+            raise NoReassignmentInProgressError(f"{tp}: no reassignment is in progress")
+        original = tuple(b for b in reg.replicas if b not in reg.adding_replicas)
+        isr = tuple(b for b in reg.isr if b in original)
+        if not isr:
+            raise InvalidReplicaAssignmentError(
+                f"{tp}: only added replicas {list(reg.isr)} are in sync; cancelling would "
+                "leave no in-sync replica (reassign to them instead)"
+            )
+        self._settle(tp, reg, original, isr)
+        log.info("%s: reassignment cancelled, back on %s", tp, list(original))
+        return reg.adding_replicas
+
+    def _complete_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, tuple[int, ...]]:
+        """Settles each reassigning partition (of ``partitions``, default all) whose target
+        replicas are all in sync; returns those settled, with the replicas each left behind."""
+        if partitions is None:
+            partitions = [
+                TopicPartition(name, index)
+                for name, topic in self._topics.items()
+                for index, reg in enumerate(topic.partitions)
+                if reg.reassigning
+            ]
+        removed: dict[TopicPartition, tuple[int, ...]] = {}
+        for tp in partitions:
+            topic = self._topics.get(tp.topic)
+            reg = None if topic is None else topic.partition(tp.partition)
+            if reg is None or not reg.reassigning:
+                continue
+            target = reg.target_replicas
+            if not set(target) <= set(reg.isr):
+                continue
+            self._settle(tp, reg, target, tuple(b for b in reg.isr if b in target))
+            log.info("%s: reassignment to %s completed", tp, list(target))
+            removed[tp] = reg.removing_replicas
+        return removed
+
+    def _settle(
+        self,
+        tp: TopicPartition,
+        reg: PartitionRegistration,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+    ) -> None:
+        """Ends a reassignment on ``replicas``; a leader not among them hands over to the first
+        live in-sync one, with a new leader epoch."""
+        leader, leader_epoch = reg.leader, reg.leader_epoch
+        if leader not in replicas:
+            leader = next((b for b in replicas if b in isr and b in self._live), p.NO_LEADER)
+            leader_epoch += 1
+        self._store(
+            tp,
+            PartitionRegistration(
+                replicas=replicas,
+                isr=isr,
+                leader=leader,
+                leader_epoch=leader_epoch,
+                partition_epoch=reg.partition_epoch + 1,
+            ),
+        )
+
+    def _stop_removed_replicas(self, removed: Mapping[TopicPartition, tuple[int, ...]]) -> None:
+        """Queues StopReplica (delete) for the replicas a reassignment left behind. Only their
+        local copy goes: the broker keeps the remote data of a topic that still exists."""
+        by_broker: dict[int, list[p.StopReplicaPartitionState]] = {}
+        for tp, brokers in sorted(removed.items()):
+            reg = self._topics[tp.topic].partitions[tp.partition]
+            state = p.StopReplicaPartitionState(
+                tp.topic, tp.partition, leader_epoch=reg.leader_epoch, delete_partition=True
+            )
+            for broker_id in brokers:
+                # One down now deletes the stray on its next full LeaderAndIsr.
+                if broker_id in self._live:
+                    by_broker.setdefault(broker_id, []).append(state)
+        for broker_id, states in sorted(by_broker.items()):
+            request = p.StopReplicaRequest(self.controller_id, self._controller_epoch, states)
+            self._outbox.append((broker_id, request))
 
     # --- configs --------------------------------------------------------------------------
 

@@ -37,6 +37,10 @@ class PartitionRegistration:
 
     ``leader`` is -1 while no in-sync replica is alive. ``leader_epoch`` grows by one with every
     leader change; ``partition_epoch`` with every change of this registration at all.
+
+    While a reassignment is under way (KIP-455) ``replicas`` holds the target replicas followed
+    by those leaving, ``adding_replicas`` the targets that were not replicas before and
+    ``removing_replicas`` those leaving; both are empty otherwise.
     """
 
     replicas: tuple[int, ...]
@@ -44,15 +48,30 @@ class PartitionRegistration:
     leader: int = p.NO_LEADER
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas the partition ends on: ``replicas`` without those leaving."""
+        return tuple(b for b in self.replicas if b not in self.removing_replicas)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "replicas": list(self.replicas),
             "isr": list(self.isr),
             "leader": self.leader,
             "leader_epoch": self.leader_epoch,
             "partition_epoch": self.partition_epoch,
         }
+        if self.reassigning:
+            data["adding_replicas"] = list(self.adding_replicas)
+            data["removing_replicas"] = list(self.removing_replicas)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PartitionRegistration:
@@ -62,6 +81,9 @@ class PartitionRegistration:
             leader=int(data["leader"]),
             leader_epoch=int(data["leader_epoch"]),
             partition_epoch=int(data["partition_epoch"]),
+            # Files written before reassignments existed have neither key.
+            adding_replicas=tuple(int(b) for b in data.get("adding_replicas", ())),
+            removing_replicas=tuple(int(b) for b in data.get("removing_replicas", ())),
         )
 
 

@@ -153,9 +153,12 @@ class Partition:
                 self._isr_change_pending = False
                 self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
             else:
-                for replica in state.replicas:
-                    if replica != self.broker_id:
-                        self._followers.setdefault(replica, FollowerState())
+                # Replicas added or removed by a reassignment.
+                self._followers = {
+                    replica: self._followers.get(replica) or FollowerState()
+                    for replica in state.replicas
+                    if replica != self.broker_id
+                }
             return self._maybe_increment_high_watermark()
 
     def make_follower(self, state: p.LeaderAndIsrPartitionState, topic_id: Uuid) -> bool:

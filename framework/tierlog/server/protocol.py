@@ -692,6 +692,92 @@ class IncrementalAlterConfigsResponse:
     throttle_time_ms: int = 0
 
 
+# --- AlterPartitionReassignments (api key 45), ListPartitionReassignments (46) -----------------
+
+
+@attrs.frozen
+class ReassignablePartition:
+    """The replicas ``partition_index`` should end on; None cancels its reassignment."""
+
+    partition_index: int
+    replicas: tuple[int, ...] | None = attrs.field(default=None, converter=_optional_tuple)
+
+
+@attrs.frozen
+class ReassignableTopic:
+    name: str
+    partitions: tuple[ReassignablePartition, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class AlterPartitionReassignmentsRequest:
+    API_KEY: ClassVar[int] = 45
+
+    topics: tuple[ReassignableTopic, ...] = attrs.field(converter=_tuple)
+    timeout_ms: int = 60_000
+
+
+@attrs.frozen
+class ReassignablePartitionResponse:
+    partition_index: int
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@attrs.frozen
+class ReassignableTopicResponse:
+    name: str
+    partitions: tuple[ReassignablePartitionResponse, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class AlterPartitionReassignmentsResponse:
+    responses: tuple[ReassignableTopicResponse, ...] = attrs.field(converter=_tuple)
+    error_code: int = NONE
+    error_message: str | None = None
+    throttle_time_ms: int = 0
+
+
+@attrs.frozen
+class ListPartitionReassignmentsTopics:
+    name: str
+    partition_indexes: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ListPartitionReassignmentsRequest:
+    """``topics`` None lists every partition with a reassignment under way."""
+
+    API_KEY: ClassVar[int] = 46
+
+    topics: tuple[ListPartitionReassignmentsTopics, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+    timeout_ms: int = 60_000
+
+
+@attrs.frozen
+class OngoingPartitionReassignment:
+    partition_index: int
+    replicas: tuple[int, ...] = attrs.field(converter=_tuple)
+    adding_replicas: tuple[int, ...] = attrs.field(converter=_tuple)
+    removing_replicas: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class OngoingTopicReassignment:
+    name: str
+    partitions: tuple[OngoingPartitionReassignment, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ListPartitionReassignmentsResponse:
+    topics: tuple[OngoingTopicReassignment, ...] = attrs.field(converter=_tuple)
+    error_code: int = NONE
+    error_message: str | None = None
+    throttle_time_ms: int = 0
+
+
 # --- controller to broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) -------------------
 
 
@@ -705,6 +791,8 @@ class LeaderAndIsrPartitionState:
     partition_epoch: int = 0
     replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
     is_new: bool = False
+    adding_replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    removing_replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
 
 
 LEADER_AND_ISR_INCREMENTAL: int = 0
@@ -790,6 +878,8 @@ Request = (
     | WriteTxnMarkersRequest
     | DescribeConfigsRequest
     | IncrementalAlterConfigsRequest
+    | AlterPartitionReassignmentsRequest
+    | ListPartitionReassignmentsRequest
     | LeaderAndIsrRequest
     | StopReplicaRequest
 )
@@ -807,6 +897,8 @@ Response = (
     | WriteTxnMarkersResponse
     | DescribeConfigsResponse
     | IncrementalAlterConfigsResponse
+    | AlterPartitionReassignmentsResponse
+    | ListPartitionReassignmentsResponse
     | LeaderAndIsrResponse
     | StopReplicaResponse
 )

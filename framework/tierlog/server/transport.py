@@ -182,6 +182,22 @@ class Transport(abc.ABC):
     ) -> p.IncrementalAlterConfigsResponse: ...
     @overload
     def send(
+        self,
+        broker_id: int,
+        request: p.AlterPartitionReassignmentsRequest,
+        *,
+        timeout_ms: int | None = None,
+    ) -> p.AlterPartitionReassignmentsResponse: ...
+    @overload
+    def send(
+        self,
+        broker_id: int,
+        request: p.ListPartitionReassignmentsRequest,
+        *,
+        timeout_ms: int | None = None,
+    ) -> p.ListPartitionReassignmentsResponse: ...
+    @overload
+    def send(
         self, broker_id: int, request: p.LeaderAndIsrRequest, *, timeout_ms: int | None = None
     ) -> p.LeaderAndIsrResponse: ...
     @overload

@@ -18,7 +18,9 @@ expectations speak about what was uploaded, fetched and deleted::
             .expect_remote_empty("t"))
 
 ``settings`` choose the storage plugin as a broker configuration does; the scenario adds the
-short task intervals that make tiering take milliseconds instead of minutes.
+short task intervals that make tiering take milliseconds instead of minutes. With several
+brokers and a replicated topic, ``leader_change`` stops the leader (cleanly or as a crash) and
+waits for another replica to lead; ``start_broker`` brings the old one back as a follower.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ..model import (
     Uuid,
 )
 from ..server.broker import Broker, BrokerState
+from ..server.image import PartitionRegistration
 from ..server.partition import Partition
 from .recording import COPY, DELETE, FETCH, RecordingStorageManager, StorageEvent
 
@@ -150,12 +153,26 @@ class Scenario:
         self._topic_ids[topic] = topic_id
         return self
 
-    def produce(self, topic: str, partition: int, values: Sequence[bytes]) -> Self:
-        """Sends ``values`` to one partition and waits until every one is acknowledged."""
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        values: Sequence[bytes],
+        *,
+        timestamps: Sequence[int] | None = None,
+    ) -> Self:
+        """Sends ``values`` to one partition and waits until every one is acknowledged;
+        ``timestamps`` (ms, one per value) are the records' create times."""
+        if timestamps is not None and len(timestamps) != len(values):
+            raise ValueError(f"{len(values)} values but {len(timestamps)} timestamps")
+        stamps = [None] * len(values) if timestamps is None else list(timestamps)
         # Small batches, so small segments roll at predictable points.
         settings = {"acks": "all", "linger.ms": 0, "batch.size": 1024}
         with Producer(self.cluster.transport, settings) as producer:
-            futures = [producer.send(topic, value, partition=partition) for value in values]
+            futures = [
+                producer.send(topic, value, partition=partition, timestamp=stamp)
+                for value, stamp in zip(values, stamps, strict=True)
+            ]
             for future in futures:
                 future.result(timeout=self.timeout_s)
         self._values.setdefault(TopicPartition(topic, partition), []).extend(values)
@@ -191,6 +208,14 @@ class Scenario:
                 f"consuming {topic}-{partition} from {from_offset}: got {len(got)} records "
                 f"{_preview(got)}, expected {len(expect)} {_preview(list(expect))}"
             )
+        return self
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> Self:
+        """Deletes the records below ``before_offset`` (DeleteRecords): the log start moves
+        there and the remote segments wholly below it become retention's to delete."""
+        tp = TopicPartition(topic, partition)
+        with self._admin() as admin:
+            admin.delete_records({tp: before_offset})
         return self
 
     def delete_topic(self, topic: str) -> Self:
@@ -248,6 +273,33 @@ class Scenario:
     def restart_broker(self, broker_id: int = 0, *, clean: bool = True) -> Self:
         """Stops and starts one broker on the same data; ``clean=False`` as after a crash."""
         self.cluster.restart_broker(broker_id, clean=clean)
+        return self
+
+    def stop_broker(self, broker_id: int, *, clean: bool = True) -> Self:
+        """Stops one broker; ``clean=False`` leaves its logs to be recovered, as a crash does."""
+        self.cluster.stop_broker(broker_id, clean=clean)
+        return self
+
+    def start_broker(self, broker_id: int) -> Self:
+        """Starts a stopped broker again on its data; it rejoins as a follower or a leader."""
+        self.cluster.start_broker(broker_id)
+        return self
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The broker the controller has chosen to lead the partition (-1: none)."""
+        return self._registration(topic, partition).leader
+
+    def leader_change(self, topic: str, partition: int, *, clean: bool = True) -> Self:
+        """Stops the current leader (``clean=False``: as a crash) and waits until another
+        replica leads and serves; start the old leader again with :meth:`start_broker`."""
+        old = self.leader(topic, partition)
+        if old < 0:
+            raise ScenarioError(f"no broker leads {topic}-{partition}")
+        self.stop_broker(old, clean=clean)
+        self._wait(
+            lambda: self._serving_leader(topic, partition) not in (None, old),
+            f"a replica other than broker {old} leads {topic}-{partition}",
+        )
         return self
 
     # --- expectations -------------------------------------------------------------------------
@@ -327,6 +379,66 @@ class Scenario:
         self._wait(done, f"{what} of {topic}-{partition} deleted")
         return self
 
+    def expect_leader(self, topic: str, partition: int, broker_id: int) -> Self:
+        """Waits until ``broker_id`` leads the partition and serves it as its leader."""
+        self._wait(
+            lambda: self._serving_leader(topic, partition) == broker_id,
+            f"broker {broker_id} leads {topic}-{partition}",
+        )
+        return self
+
+    def expect_in_isr(self, topic: str, partition: int, broker_id: int) -> Self:
+        """Waits until ``broker_id`` is back in the partition's ISR (caught up with the leader)."""
+        self._wait(
+            lambda: broker_id in self._registration(topic, partition).isr,
+            f"broker {broker_id} in the ISR of {topic}-{partition}",
+        )
+        return self
+
+    def expect_caught_up(self, topic: str, partition: int, broker_id: int) -> Self:
+        """Waits until ``broker_id`` is in the ISR and its log ends where the leader's does."""
+        self.expect_in_isr(topic, partition, broker_id)
+
+        def caught_up() -> bool:
+            replica = self.cluster.broker(broker_id).partition(TopicPartition(topic, partition))
+            leader = self._log(topic, partition)
+            return replica is not None and replica.log.log_end_offset == leader.log_end_offset
+
+        self._wait(caught_up, f"broker {broker_id} has the log end of {topic}-{partition}")
+        return self
+
+    def expect_list_offsets(
+        self,
+        topic: str,
+        partition: int,
+        spec: int,
+        offset: int,
+        *,
+        leader_epoch: int | None = None,
+    ) -> Self:
+        """Waits until ListOffsets answers ``offset`` (and ``leader_epoch``, when given) for
+        ``spec``: an :class:`~tierlog.server.protocol.OffsetSpec` or a timestamp in ms.
+
+        It waits because a new leader answers some specs (``LATEST_TIERED``) only once its
+        remote log metadata is loaded.
+        """
+        tp = TopicPartition(topic, partition)
+        seen: list[object] = []
+
+        def answered() -> bool:
+            with self._admin() as admin:
+                listed = admin.list_offsets({tp: spec})[tp]
+            seen[:] = [listed]
+            return listed.offset == offset and (
+                leader_epoch is None or listed.leader_epoch == leader_epoch
+            )
+
+        try:
+            self._wait(answered, f"ListOffsets({spec}) of {topic}-{partition} answers {offset}")
+        except ScenarioError as err:
+            raise ScenarioError(f"{err}; the last answer: {seen[0] if seen else None}") from None
+        return self
+
     def expect_log_start_offset(self, topic: str, partition: int, *, at_least: int) -> Self:
         self._wait(
             lambda: self._log(topic, partition).log_start_offset >= at_least,
@@ -372,7 +484,21 @@ class Scenario:
         self._wait(done, f"remote storage of {topic or 'every topic'} emptied")
         return self
 
+    def wait_until(self, condition: Callable[[], object], what: str) -> Self:
+        """Waits for a condition of the test's own (``what`` names it in the timeout error)."""
+        self._wait(condition, what)
+        return self
+
     # --- what the scenario sees ---------------------------------------------------------------
+
+    def log(self, topic: str, partition: int, broker_id: int | None = None) -> PartitionLog:
+        """A replica's local log: the leader's, or ``broker_id``'s."""
+        if broker_id is None:
+            return self._log(topic, partition)
+        replica = self.cluster.broker(broker_id).partition(TopicPartition(topic, partition))
+        if replica is None:
+            raise ScenarioError(f"broker {broker_id} holds no replica of {topic}-{partition}")
+        return replica.log
 
     def remote_segments(self, topic: str, partition: int) -> list[RemoteLogSegmentMetadata]:
         """The partition's finished uploads as the remote log metadata lists them."""
@@ -425,24 +551,44 @@ class Scenario:
         return Admin(self.cluster.transport)
 
     def _replica_or_none(self, topic: str, partition: int) -> tuple[Partition, Uuid, Broker] | None:
-        tp = TopicPartition(topic, partition)
-        for broker_id in self.cluster.broker_ids:
-            try:
-                broker = self.cluster.broker(broker_id)
-            except KeyError:
-                continue
-            if broker.state is not BrokerState.SERVING:
-                continue
-            replica = broker.partition(tp)
-            if replica is not None and replica.topic_id is not None and replica.is_leader:
-                return replica, replica.topic_id, broker
-        return None
+        try:
+            leader = self._serving_leader(topic, partition)
+        except ScenarioError:
+            return None
+        if leader is None:
+            return None
+        broker = self.cluster.broker(leader)
+        replica = broker.partition(TopicPartition(topic, partition))
+        if replica is None or replica.topic_id is None:
+            return None
+        return replica, replica.topic_id, broker
 
     def _replica(self, topic: str, partition: int) -> tuple[Partition, Uuid, Broker]:
         found = self._replica_or_none(topic, partition)
         if found is None:
             raise ScenarioError(f"no broker leads {topic}-{partition}")
         return found
+
+    def _registration(self, topic: str, partition: int) -> PartitionRegistration:
+        topic_image = self.cluster.controller.image().topic(topic)
+        registration = None if topic_image is None else topic_image.partition(partition)
+        if registration is None:
+            raise ScenarioError(f"no partition {topic}-{partition}")
+        return registration
+
+    def _serving_leader(self, topic: str, partition: int) -> int | None:
+        """The broker that leads the partition in the controller's image and acts on it."""
+        leader = self.leader(topic, partition)
+        if leader < 0:
+            return None
+        try:
+            broker = self.cluster.broker(leader)
+        except KeyError:
+            return None
+        replica = broker.partition(TopicPartition(topic, partition))
+        if broker.state is not BrokerState.SERVING or replica is None or not replica.is_leader:
+            return None
+        return leader
 
     def _log(self, topic: str, partition: int) -> PartitionLog:
         return self._replica(topic, partition)[0].log

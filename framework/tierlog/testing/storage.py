@@ -4,7 +4,9 @@ Subclass it in a test module (``class TestMyStorage(StorageManagerContract)``), 
 ``storage_settings`` with the broker settings that choose and configure the plugin, and set the
 capability flags that describe optional behaviour. Each test drives the plugin the way the
 runtime does (through ``PluginHost`` and the ``RemoteStorageManager`` facade, with real segment
-files) and a failure names the hook and the rule the plugin broke.
+files) and a failure names the hook and the rule the plugin broke. The cluster tests run the
+plugin inside a three-broker ``EmbeddedCluster`` (a :class:`~tierlog.testing.Scenario`), where
+brokers share its storage across a leader change.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from ..model import (
 )
 from ..spi import RemoteStorageManager
 from .contract import ContractViolation, check, check_equal, expect_error
+from .recording import COPY as RECORDED_COPY
 from .recording import RecordingStorageManager
+from .scenario import Scenario
 from .segments import LocalSegment, build_segment
 
 COPY = "tierlog_copy_log_segment_data"
@@ -102,6 +106,8 @@ class StorageManagerContract:
     #: Record batches per test segment (at least 4, about 1.3 KiB each); raise it so segments
     #: span several of the plugin's chunks or parts.
     segment_batches: ClassVar[int] = 8
+    #: How long a step of the cluster scenarios may wait (a remote store far away: raise it).
+    cluster_timeout_s: ClassVar[float] = 60.0
 
     # --- fixtures the plugin author overrides ----------------------------------------------
 
@@ -116,7 +122,8 @@ class StorageManagerContract:
 
     @pytest.fixture
     def storage_extra_plugins(self) -> Mapping[str, object]:
-        """Plugins registered by code (name -> plugin) in addition to entry points."""
+        """Plugins registered by code (name -> plugin) in addition to entry points; a class
+        is instantiated once per runtime (per broker in the cluster tests), as entry points are."""
         return {}
 
     @pytest.fixture
@@ -551,6 +558,68 @@ class StorageManagerContract:
                     "a segment deleted while others are copied is gone",
                 ):
                     read_range(storage, finished, 0, None)
+
+    # --- in a cluster ----------------------------------------------------------------------
+
+    @pytest.mark.parametrize("clean", [True, False], ids=["clean", "crash"])
+    def test_leader_change_in_a_cluster(
+        self,
+        tmp_path: Path,
+        storage_settings: Mapping[str, object],
+        storage_extra_plugins: Mapping[str, object],
+        clean: bool,
+    ) -> None:
+        """Three brokers share the storage. When the leader of a tiered partition stops
+        (cleanly or as a crash) the new leader reads the old leader's uploads back, tiers on
+        from where they end without uploading a range again, and the old leader catches up.
+
+        A plugin registered by code gets one instance per broker when
+        ``storage_extra_plugins`` maps its name to the class; an instance is shared.
+        """
+        first = [f"a-{n:05d}-".encode() + b"x" * 100 for n in range(300)]
+        second = [f"b-{n:05d}-".encode() + b"x" * 100 for n in range(200)]
+        topic = "kit-failover"
+        with Scenario(
+            tmp_path / "kit-cluster",
+            storage_settings,
+            brokers=3,
+            extra_plugins=storage_extra_plugins,
+            timeout_s=self.cluster_timeout_s,
+        ) as scenario:
+            scenario.create_topic(
+                topic, replication_factor=3, segment_bytes=4096, local_retention_bytes=1
+            )
+            for broker_id in scenario.cluster.broker_ids:
+                scenario.expect_in_isr(topic, 0, broker_id)
+            scenario.produce(topic, 0, first).expect_tiered(topic, 0).expect_local_deleted(topic, 0)
+            old = scenario.leader(topic, 0)
+            (
+                scenario.leader_change(topic, 0, clean=clean)
+                .consume(topic, 0, from_offset=0, expect=first)
+                .expect_fetched_from_remote(topic, 0)
+                .produce(topic, 0, second)
+                .expect_tiered(topic, 0)
+                .start_broker(old)
+                .expect_caught_up(topic, 0, old)
+                .consume(topic, 0, from_offset=0, expect=first + second)
+            )
+            uploads = [
+                (e.start_offset, e.end_offset)
+                for e in scenario.events(topic, 0, RECORDED_COPY)
+                if e.succeeded
+            ]
+            check(
+                any(start >= len(first) for start, _end in uploads),
+                COPY,
+                "the new leader tiers the records produced after the leader change",
+                f"uploads: {sorted(uploads)}",
+            )
+            check(
+                len(uploads) == len(set(uploads)),
+                COPY,
+                "after a leader change no offset range is uploaded twice",
+                f"uploads: {sorted(uploads)}",
+            )
 
 
 def _difference(got: bytes, expected: bytes, start: int) -> str:
