@@ -22,6 +22,7 @@ from tierlog.errors import RemoteStorageNotReadyError
 from tierlog.model import RemoteLogSegmentState
 from tierlog.server import protocol as p
 from tierlog.server.broker import Broker
+from tierlog.testing import Scenario
 
 from tests.server.conftest import Client, batch
 
@@ -202,3 +203,15 @@ def make_tiered(tmp_path: Path, history: StorageHistory) -> Iterator[Callable[..
     history.release.set()
     for cluster in running:
         cluster.stop()
+
+
+def file_scenario(tmp_path: Path, *, brokers: int) -> Scenario:
+    """A scenario of ``brokers`` brokers tiering to ``tmp_path/remote`` through the fsspec
+    plugin, with followers that fetch again quickly (failover and catch-up tests)."""
+    settings = {
+        "remote.log.storage.manager.name": "fsspec",
+        "rsm.config.url": (tmp_path / "remote").as_uri(),
+        "replica.fetch.backoff.ms": "50",
+        "replica.fetch.wait.max.ms": "100",
+    }
+    return Scenario(tmp_path, settings, brokers=brokers, timeout_s=60.0)

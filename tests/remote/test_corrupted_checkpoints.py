@@ -16,6 +16,7 @@ from tierlog.metadata.checkpoint import CHECKPOINT_FILE_NAME
 from tierlog.testing import Scenario
 
 from tests.log.support import batch
+from tests.remote.conftest import file_scenario
 
 from .test_leader_failover import check_remote_lineage, values
 
@@ -57,13 +58,7 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Iterator[Scenario]:
-    settings = {
-        "remote.log.storage.manager.name": "fsspec",
-        "rsm.config.url": (tmp_path / "remote").as_uri(),
-        "replica.fetch.backoff.ms": "50",
-        "replica.fetch.wait.max.ms": "100",
-    }
-    with Scenario(tmp_path, settings, brokers=2, timeout_s=60.0) as running:
+    with file_scenario(tmp_path, brokers=2) as running:
         yield running
 
 

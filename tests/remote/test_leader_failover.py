@@ -17,10 +17,11 @@ from tierlog.model import TopicPartition
 from tierlog.testing import Scenario
 from tierlog.testing.recording import COPY
 
+from tests.remote.conftest import file_scenario
+
 pytest.importorskip("tierlog_fsspec")
 
 SEGMENT = 4096
-FAST_REPLICATION = {"replica.fetch.backoff.ms": "50", "replica.fetch.wait.max.ms": "100"}
 
 
 def values(count: int, tag: str) -> list[bytes]:
@@ -29,12 +30,7 @@ def values(count: int, tag: str) -> list[bytes]:
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Iterator[Scenario]:
-    settings = {
-        "remote.log.storage.manager.name": "fsspec",
-        "rsm.config.url": (tmp_path / "remote").as_uri(),
-        **FAST_REPLICATION,
-    }
-    with Scenario(tmp_path, settings, brokers=3, timeout_s=60.0) as running:
+    with file_scenario(tmp_path, brokers=3) as running:
         yield running
 
 

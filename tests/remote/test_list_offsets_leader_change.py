@@ -12,6 +12,8 @@ import pytest
 from tierlog.server.protocol import OffsetSpec
 from tierlog.testing import Scenario
 
+from tests.remote.conftest import file_scenario
+
 pytest.importorskip("tierlog_fsspec")
 
 SEGMENT = 4096
@@ -31,13 +33,7 @@ def at(n: int) -> int:
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Iterator[Scenario]:
-    settings = {
-        "remote.log.storage.manager.name": "fsspec",
-        "rsm.config.url": (tmp_path / "remote").as_uri(),
-        "replica.fetch.backoff.ms": "50",
-        "replica.fetch.wait.max.ms": "100",
-    }
-    with Scenario(tmp_path, settings, brokers=2, timeout_s=60.0) as running:
+    with file_scenario(tmp_path, brokers=2) as running:
         yield running
 
 
