@@ -5,6 +5,8 @@ One cluster tiers a topic of several partitions (the fsspec plugin on ``file://`
 run and on the same records:
 
 * the runtime's ``Consumer`` reads them from the earliest offset (reported, no target);
+* one Python process plans, fetches and decodes them as a task would, with no Spark (reported:
+  the ceiling per core of any Python data source over these segments);
 * the cluster is stopped and Spark reads them through the ``tierlog`` source, offline, as jobs
   do: ``local[2]`` against the same records written once to Parquet and read by the same session
   (target >= 0.5), both with all 14 columns and with a schema naming only the aggregate's
@@ -183,6 +185,21 @@ def _tierlog_frame(
     return reader.option("log.dirs", str(log_dir)).option("topics", TOPIC).load()
 
 
+def _decode_in_process(settings: dict[str, str], log_dir: Path, records: int) -> float:
+    """Seconds one Python process takes to plan, fetch and decode every record the way a
+    Spark task does, with no Spark: the ceiling of a Python data source per core."""
+    from tierlog_spark.datasource import TierlogDataSource
+
+    options = {f"tierlog.{key}": value for key, value in settings.items()}
+    source = TierlogDataSource({**options, "log.dirs": str(log_dir), "topics": TOPIC})
+    reader = source.reader(source.schema())
+
+    def read() -> tuple[int]:
+        return (sum(b.num_rows for task in reader.partitions() for b in reader.read(task)),)
+
+    return _best(read, records)
+
+
 def run(quick: bool) -> list[dict[str, Any]]:
     from tierlog_spark.session import make_session
 
@@ -193,6 +210,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
         ends, consumed = _tier(root, partitions, segments, segment_bytes)
         records = sum(ends.values())
         settings, log_dir = _settings(root), root / "data" / "broker-0" / "logs"
+        alone = _decode_in_process(settings, log_dir, records)
 
         spark = make_session(master="local[1]", app_name="tierlog-spark-bench")
         one = _best(lambda: _aggregate(_tierlog_frame(spark, settings, log_dir)), records)
@@ -235,6 +253,14 @@ def run(quick: bool) -> list[dict[str, Any]]:
             records / two,
             "rec/s",
             records / consumed,
+            None,
+        ),
+        _row(
+            "fetch and decode in one Python process, no Spark (the ceiling per core) vs Parquet "
+            "local[2]",
+            records / alone,
+            "rec/s",
+            records / from_parquet,
             None,
         ),
         _row(
