@@ -139,7 +139,7 @@ def test_cache_answers_with_the_current_metadata(make: Segments) -> None:
 
 def test_cache_rejects_events_of_another_partition(make: Segments) -> None:
     cache = RemoteLogMetadataCache(TIP)
-    foreign = make.new(0, 99, tip=OTHER_TIP)
+    foreign = make.new(0, 99, partition=OTHER_TIP)
     with pytest.raises(ValueError, match="applied to the cache"):
         cache.add_copy_in_progress_segment(foreign)
     with pytest.raises(ValueError, match="applied to the cache"):

@@ -43,7 +43,9 @@ def snapshot_of(
     metadata on the last."""
     make = Segments()
     segments = [
-        attrs.evolve(make.new(100 * i, 100 * i + 99, {i % 2: 100 * i}, tip=tip), state=FINISHED)
+        attrs.evolve(
+            make.new(100 * i, 100 * i + 99, {i % 2: 100 * i}, partition=tip), state=FINISHED
+        )
         for i in range(segment_count)
     ]
     if segments:
@@ -156,7 +158,7 @@ def test_missing_file_is_an_empty_checkpoint(path: Path) -> None:
 
 
 def test_snapshot_rejects_segments_of_another_partition() -> None:
-    foreign = Segments().new(0, 9, tip=OTHER_TIP)
+    foreign = Segments().new(0, 9, partition=OTHER_TIP)
     with pytest.raises(ValueError, match="is not of"):
         PartitionSnapshot(TIP, 0, [foreign], (), None)
     deleting = RemotePartitionDeleteMetadata(

@@ -188,7 +188,7 @@ def test_segment_spanning_epochs_answers_each_epoch_for_its_own_range(
 
 def test_partitions_are_independent(rlmm: RemoteLogMetadataManager, segments: Segments) -> None:
     mine = segments.upload(0, 99)
-    theirs = segments.upload(0, 49, tip=OTHER_TIP)
+    theirs = segments.upload(0, 49, partition=OTHER_TIP)
     assert rlmm.remote_log_segment_metadata(TIP, 0, 70) == mine
     assert rlmm.remote_log_segment_metadata(OTHER_TIP, 0, 70) is None
     assert rlmm.highest_offset_for_epoch(OTHER_TIP, 0) == 49
@@ -399,7 +399,7 @@ def test_update_for_an_unknown_segment_is_not_found(
 def test_partition_delete_finished_forgets_the_partition(
     rlmm: RemoteLogMetadataManager, segments: Segments
 ) -> None:
-    kept = segments.upload(0, 49, tip=OTHER_TIP)
+    kept = segments.upload(0, 49, partition=OTHER_TIP)
     segment = segments.upload(0, 99)
     rlmm.put_remote_partition_delete_metadata(partition_delete(MARKED))
     rlmm.put_remote_partition_delete_metadata(partition_delete(MARKED))
@@ -504,7 +504,7 @@ def test_remote_log_size_sums_every_listed_segment_of_the_epoch(
     segments.move(segments.upload(300, 399, {1: 300}, size=30), DELETE_STARTED)
     gone = segments.upload(400, 499, {1: 400}, size=5)
     segments.move(gone, DELETE_STARTED, DELETE_FINISHED)
-    segments.upload(0, 99, tip=OTHER_TIP, size=7)
+    segments.upload(0, 99, partition=OTHER_TIP, size=7)
 
     sizes = [rlmm.remote_log_size(TIP, epoch) for epoch in range(3)]
     assert sizes == [3_000, 2_430, 0]
@@ -542,7 +542,7 @@ def test_stopped_partitions_are_forgotten(
     segments: Segments,
 ) -> None:
     segment = segments.upload(0, 99)
-    kept = segments.upload(0, 99, tip=OTHER_TIP)
+    kept = segments.upload(0, 99, partition=OTHER_TIP)
     rlmm.put_remote_partition_delete_metadata(partition_delete(MARKED))
     rlmm.on_stop_partitions(frozenset({TIP}))
 

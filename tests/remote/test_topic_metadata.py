@@ -152,7 +152,7 @@ def test_events_go_to_the_documented_metadata_partition(
     cluster: EmbeddedCluster, rlmm: RemoteLogMetadataManager, segments: Segments
 ) -> None:
     done = segments.upload(0, 99)
-    segments.upload(0, 9, tip=OTHER_TIP)
+    segments.upload(0, 9, partition=OTHER_TIP)
     consumer = Consumer(cluster.transport, {"auto.offset.reset": "earliest"})
     consumer.assign(TopicPartition(TOPIC, mp) for mp in range(3))
     events: dict[int, list[Any]] = {}
@@ -204,7 +204,7 @@ def test_remote_log_size_sums_every_listed_segment_of_the_epoch(
     segments.add(200, 299, {1: 200}, size=400)
     segments.move(segments.upload(300, 399, {1: 300}, size=30), DELETE_STARTED)
     segments.move(segments.upload(400, 499, {1: 400}, size=5), DELETE_STARTED, DELETE_FINISHED)
-    segments.upload(0, 99, tip=OTHER_TIP, size=7)
+    segments.upload(0, 99, partition=OTHER_TIP, size=7)
     assert [rlmm.remote_log_size(TIP, epoch) for epoch in range(3)] == [3_000, 2_430, 0]
 
 
@@ -216,7 +216,7 @@ def test_lookups_for_a_partition_not_held_answer_not_ready(
     with pytest.raises(RemoteStorageNotReadyError, match="neither leads nor follows"):
         rlmm.highest_offset_for_epoch(stranger, 0)
     with pytest.raises(RemoteStorageNotReadyError):
-        Segments(rlmm).add(0, 9, tip=stranger)
+        Segments(rlmm).add(0, 9, partition=stranger)
 
 
 # --- restarts -----------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def _populate(segments: Segments) -> None:
     segments.upload(150, 249, {1: 150})  # supersedes part of the one before
     segments.add(250, 299, {1: 250})  # still copying
     segments.move(s0, DELETE_STARTED, DELETE_FINISHED)
-    segments.upload(0, 49, tip=OTHER_TIP)
+    segments.upload(0, 49, partition=OTHER_TIP)
 
 
 @pytest.mark.parametrize("checkpoint", [True, False], ids=["checkpoint", "cold"])
@@ -290,7 +290,7 @@ def test_partitions_sharing_a_metadata_partition_registered_before_and_after(
         hold(rlmm, TIP, OTHER_TIP, third)
         segments = Segments(rlmm)
         _populate(segments)
-        segments.upload(0, 9, tip=third)
+        segments.upload(0, 9, partition=third)
         expected = {tip: answers(rlmm, tip) for tip in (TIP, OTHER_TIP, third)}
     (tmp_path / "data" / "broker-0" / "logs" / CHECKPOINT_FILE_NAME).unlink()
 
