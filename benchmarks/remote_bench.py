@@ -40,35 +40,10 @@ from typing import Any
 
 from tierlog import hookimpl
 
+from benchmarks.report import row
+
 MiB = 1024 * 1024
 TOPIC = "bench"
-
-
-def _row(
-    name: str,
-    value: float,
-    unit: str,
-    baseline: float | None,
-    target: float | None,
-    *,
-    higher_is_better: bool = True,
-) -> dict[str, Any]:
-    ratio = value / baseline if baseline else None
-    if target is None:
-        ok = None
-    elif ratio is not None:
-        ok = ratio >= target if higher_is_better else ratio <= target
-    else:
-        ok = value >= target if higher_is_better else value <= target
-    return {
-        "name": name,
-        "value": round(value, 3),
-        "unit": unit,
-        "baseline": None if baseline is None else round(baseline, 3),
-        "ratio": None if ratio is None else round(ratio, 3),
-        "target": target,
-        "ok": ok,
-    }
 
 
 def _settings(remote: Path) -> dict[str, object]:
@@ -267,7 +242,7 @@ def tiering_throughput(
     tiered = statistics.median(size / seconds / MiB for size, seconds, _, _ in results)
     raw = statistics.median(size / seconds / MiB for size, _, seconds, _ in results)
     ratios = sorted(raw_s / tier_s for _, tier_s, raw_s, _ in results)
-    row = _row(
+    copied = row(
         f"tiering to file:// vs raw file copy (steady state; median of {rounds}, "
         f"ratios {ratios[0]:.2f}..{ratios[-1]:.2f})",
         tiered,
@@ -275,10 +250,10 @@ def tiering_throughput(
         raw,
         0.9,
     )
-    row["ratio"] = round(statistics.median(ratios), 3)
-    row["ok"] = row["ratio"] >= 0.9
+    copied["ratio"] = round(statistics.median(ratios), 3)
+    copied["ok"] = copied["ratio"] >= 0.9
     return [
-        row,
+        copied,
         {
             "name": "time from enabling tiering to the first segment tiered",
             "value": round(statistics.median(r[3] for r in results) * 1000, 1),
@@ -335,7 +310,7 @@ def consume_ratio(work: Path, records: int) -> list[dict[str, Any]]:
         local = min(consume("local") for _ in range(2))
         remote = min(consume("remote") for _ in range(2))
     return [
-        _row(
+        row(
             "consume from earliest: remote tier vs all local",
             records / remote,
             "rec/s",
@@ -393,7 +368,7 @@ def peak_rss(work: Path, total: int, segment_bytes: int) -> list[dict[str, Any]]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     rss_mib = result["rss_kib"] / 1024
     return [
-        _row(
+        row(
             f"peak RSS tiering a {total // MiB} MiB log",
             rss_mib,
             "MiB",
@@ -423,5 +398,5 @@ def run(quick: bool) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    for row in run("--quick" in sys.argv):
-        print(row)
+    for figure in run("--quick" in sys.argv):
+        print(figure)

@@ -29,24 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.report import row
+
 MiB = 1024 * 1024
 TOPIC = "bench"
-
-
-def _row(
-    name: str, value: float, unit: str, baseline: float | None, target: float | None
-) -> dict[str, Any]:
-    ratio = value / baseline if baseline else None
-    ok = None if target is None or ratio is None else ratio >= target
-    return {
-        "name": name,
-        "value": round(value, 3),
-        "unit": unit,
-        "baseline": None if baseline is None else round(baseline, 3),
-        "ratio": None if ratio is None else round(ratio, 3),
-        "target": target,
-        "ok": ok,
-    }
 
 
 def _settings(root: Path) -> dict[str, str]:
@@ -233,14 +219,14 @@ def run(quick: bool) -> list[dict[str, Any]]:
 
     shape = f"{records:,} records, {partitions * segments} segments, {tasks} tasks"
     return [
-        _row(
+        row(
             f"spark local[2] tierlog read vs Parquet ({shape})",
             records / two,
             "rec/s",
             records / from_parquet,
             0.5,
         ),
-        _row(
+        row(
             "spark local[2] tierlog read of the aggregate's columns (a schema naming them) "
             "vs Parquet",
             records / projected,
@@ -248,14 +234,14 @@ def run(quick: bool) -> list[dict[str, Any]]:
             records / from_parquet,
             0.5,
         ),
-        _row(
+        row(
             "spark local[2] tierlog read vs the runtime's consumer",
             records / two,
             "rec/s",
             records / consumed,
             None,
         ),
-        _row(
+        row(
             "fetch and decode in one Python process, no Spark (the ceiling per core) vs Parquet "
             "local[2]",
             records / alone,
@@ -263,12 +249,10 @@ def run(quick: bool) -> list[dict[str, Any]]:
             records / from_parquet,
             None,
         ),
-        _row(
-            "spark tierlog read: local[2] vs local[1]", records / two, "rec/s", records / one, 1.7
-        ),
+        row("spark tierlog read: local[2] vs local[1]", records / two, "rec/s", records / one, 1.7),
     ]
 
 
 if __name__ == "__main__":
-    for row in run("--quick" in sys.argv):
-        print(row)
+    for figure in run("--quick" in sys.argv):
+        print(figure)
