@@ -32,8 +32,9 @@ from tierlog.server import protocol as p
 from tierlog_spark.metadata_source import load_remote_log_metadata
 from tierlog_spark.planning import SegmentRange, plan_reads
 
-from tests.remote.conftest import tiered_settings, wait_until
+from tests.remote.conftest import wait_until
 from tests.server.conftest import T0, Client
+from tests.spark.tiered import spark_settings
 
 pytest.importorskip("tierlog_fsspec")
 
@@ -234,18 +235,7 @@ def _upload_again(
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     root = tmp_path_factory.mktemp("tiered")
-    settings = {
-        k: str(v)
-        for k, v in tiered_settings(
-            root / "remote",
-            **{
-                "remote.log.metadata.manager.name": "topic",
-                "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-                # A write racing the shutdown must not hold the broker's stop for two minutes.
-                "rlmm.config.remote.log.metadata.consume.wait.ms": "10000",
-            },
-        ).items()
-    }
+    settings = spark_settings(root)
     cluster = EmbeddedCluster(1, root / "data", settings)
     with cluster:
         client = Client(cluster)

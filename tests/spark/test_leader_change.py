@@ -16,12 +16,11 @@ import pytest
 from tierlog.model import RemoteLogSegmentState
 from tierlog.testing import Scenario
 
-from tests.remote.conftest import tiered_settings
+from tests.spark.tiered import spark_settings
 
 pytest.importorskip("tierlog_fsspec")
 
 TOPIC = "moved"
-METADATA_PARTITIONS = "3"
 
 
 def _values(count: int, tag: str) -> list[bytes]:
@@ -29,20 +28,15 @@ def _values(count: int, tag: str) -> list[bytes]:
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> dict[str, object]:
-    return tiered_settings(
-        tmp_path / "remote",
-        **{
-            "rlmm.config.remote.log.metadata.topic.num.partitions": METADATA_PARTITIONS,
-            "replica.fetch.backoff.ms": "50",
-            "replica.fetch.wait.max.ms": "100",
-        },
+def settings(tmp_path: Path) -> dict[str, str]:
+    return spark_settings(
+        tmp_path, **{"replica.fetch.backoff.ms": "50", "replica.fetch.wait.max.ms": "100"}
     )
 
 
 @pytest.fixture
 def tiered_twice(
-    tmp_path: Path, settings: dict[str, object]
+    tmp_path: Path, settings: dict[str, str]
 ) -> Iterator[tuple[Scenario, int, list[bytes]]]:
     """The scenario after the failover, the surviving leader, and every value produced."""
     first, second = _values(300, "first"), _values(300, "second")
@@ -60,7 +54,7 @@ def tiered_twice(
 
 
 def test_every_tiered_record_is_read_once_across_both_leaders_uploads(
-    spark: Any, settings: dict[str, object], tiered_twice: tuple[Scenario, int, list[bytes]]
+    spark: Any, settings: dict[str, str], tiered_twice: tuple[Scenario, int, list[bytes]]
 ) -> None:
     scenario, survivor, produced = tiered_twice
     segments = [

@@ -78,21 +78,26 @@ class TieredCluster:
         return [r for r in self.produced.get((topic, partition), []) if r[2] < end]
 
 
+def spark_settings(root: Path, **extra: str) -> dict[str, str]:
+    """Runtime settings tiering to ``root/remote`` through fsspec, metadata in the metadata
+    topic (3 partitions, which the reader's options must match)."""
+    settings = tiered_settings(
+        root / "remote",
+        **{
+            "remote.log.metadata.manager.name": "topic",
+            "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+            # A write racing the shutdown must not hold the broker's stop for two minutes.
+            "rlmm.config.remote.log.metadata.consume.wait.ms": "10000",
+            **extra,
+        },
+    )
+    return {key: str(value) for key, value in settings.items()}
+
+
 @contextmanager
 def tiered_cluster(root: Path, **extra: str) -> Iterator[TieredCluster]:
     """One broker tiering to ``root/remote`` through fsspec, metadata in the metadata topic."""
-    settings = {
-        k: str(v)
-        for k, v in tiered_settings(
-            root / "remote",
-            **{
-                "remote.log.metadata.manager.name": "topic",
-                "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-                "rlmm.config.remote.log.metadata.consume.wait.ms": "10000",
-                **extra,
-            },
-        ).items()
-    }
+    settings = spark_settings(root, **extra)
     cluster = EmbeddedCluster(1, root / "data", settings)
     with cluster:
         yield TieredCluster(
