@@ -56,6 +56,19 @@ def _spark(master: str, app_name: str) -> Iterator[Any]:
             spark.stop()
 
 
+#: Options every job takes: the runtime's config file, and where Spark runs.
+CONFIG_OPTION = click.option(
+    "--config",
+    "config_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="The runtime's .properties or .toml file.",
+)
+MASTER_OPTION = click.option(
+    "--master", default="local[*]", show_default=True, help="Spark master URL."
+)
+
+
 def _names(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     if not names:
@@ -64,18 +77,12 @@ def _names(text: str) -> list[str]:
 
 
 @click.command("export")
-@click.option(
-    "--config",
-    "config_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="The runtime's .properties or .toml file.",
-)
+@CONFIG_OPTION
 @click.option("--topics", required=True, help="Comma-separated topics to export.")
 @click.option("--output", required=True, type=click.Path(file_okay=False), help="Output directory.")
 @click.option("--log-dirs", help="Log dirs holding __remote_log_metadata (default: the config's).")
 @click.option("--read-committed", is_flag=True, help="Leave out aborted transactions.")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@MASTER_OPTION
 def export_command(
     config_file: str,
     topics: str,
@@ -106,13 +113,7 @@ spark_group.add_command(export_command)
 
 
 @click.command("verify")
-@click.option(
-    "--config",
-    "config_file",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False),
-    help="The runtime's .properties or .toml file.",
-)
+@CONFIG_OPTION
 @click.option("--topics", help="Comma-separated topics to check (default: every topic).")
 @click.option("--delete-orphans", is_flag=True, help="Delete the orphan objects found.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Also write the report as JSON.")
@@ -124,7 +125,7 @@ spark_group.add_command(export_command)
     help="Uploads and deletions younger than this are taken to be under way, not orphans.",
 )
 @click.option("--log-dirs", help="Log dirs holding __remote_log_metadata (default: the config's).")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@MASTER_OPTION
 def verify_command(
     config_file: str,
     topics: str | None,
@@ -208,7 +209,7 @@ spark_group.add_command(verify_command)
     show_default=True,
     help="How long to wait for the brokers to lead every partition with metadata ready.",
 )
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@MASTER_OPTION
 def tier_command(
     config_file: Path,
     topics: str,
