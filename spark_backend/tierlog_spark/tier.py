@@ -15,8 +15,8 @@ finished; the uploads after a failed one are deleted again, as the copy task doe
 failed upload, so the runtime resumes exactly where the job stopped.
 
 The job runs in the runtime's process (it needs the brokers' logs and their metadata manager):
-``tier(spark, cluster.brokers, ["orders"])``. The copy slot is the remote log manager's
-scheduling state, reached through its private fields: the core has no public hook for it yet.
+``tier(spark, cluster.brokers, ["orders"])``. The copy slot is taken through
+``RemoteLogManager.copy_slot``.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def _copy_slot(rlm: Any, tip: TopicIdPartition) -> Iterator[Any]:
 
 def _start(rlm: Any, tasks: Any, limit: int) -> list[_Upload]:
     """COPY_SEGMENT_STARTED for the next ``limit`` eligible segments, in offset order."""
-    if rlm.stopping or tasks.cancelled or not tasks.leader:
+    if not rlm.uploads_allowed(tasks) or not tasks.leader:
         return []
     plog = tasks.partition.log
     if plog.closed or not plog.config.remote_storage_enable or plog.config.remote_log_copy_disable:

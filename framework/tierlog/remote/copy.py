@@ -81,7 +81,7 @@ def copy_log_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
     copied = 0
     try:
         for segment in candidates(plog):
-            if rlm.stopping or rlm.copying_stopped.is_set() or task.cancelled:
+            if not rlm.uploads_allowed(task):
                 break
             if segment.end_offset <= plog.highest_offset_in_remote_storage:
                 continue

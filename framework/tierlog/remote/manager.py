@@ -360,6 +360,12 @@ class RemoteLogManager:
                     return
                 self._wake.wait(remaining)
 
+    def uploads_allowed(self, tasks: PartitionTasks) -> bool:
+        """Whether a new upload may begin for ``tasks``: not once the broker stops or starts
+        handing its leaderships over, nor for a partition whose tasks were cancelled. Every
+        uploader (the copy task, bulk tiering jobs) asks before each segment."""
+        return not (self.stopping or self.copying_stopped.is_set() or tasks.cancelled)
+
     def _remote_enabled(self, tasks: PartitionTasks) -> bool:
         plog = tasks.partition.log
         return not plog.closed and plog.config.remote_storage_enable
@@ -368,12 +374,7 @@ class RemoteLogManager:
         failed = False
         tp = tasks.topic_id_partition.topic_partition
         try:
-            if (
-                self.stopping
-                or self.copying_stopped.is_set()
-                or tasks.cancelled
-                or not self._remote_enabled(tasks)
-            ):
+            if not self.uploads_allowed(tasks) or not self._remote_enabled(tasks):
                 return
             plog = tasks.partition.log
             self._check_lineage(tasks)

@@ -381,19 +381,28 @@ class ReplicaFetcherThread(threading.Thread):
 
     # --- out of range ---------------------------------------------------------------------
 
+    def _leader_offsets(
+        self, pending: Mapping[TopicPartition, PartitionFetchState], *specs: int
+    ) -> list[dict[TopicPartition, int]] | None:
+        """The leader's offsets of ``pending`` for each of ``specs``; None, with the partitions
+        backed off, when a ListOffsets fails."""
+        try:
+            return [self._list_offsets(pending, spec) for spec in specs]
+        except TierlogError as err:
+            log.info("%s: ListOffsets failed: %s", self.name, err)
+            self._backoff(pending)
+            return None
+
     def _reset_out_of_range(self) -> bool:
         """Kafka's out-of-range handling: a leader log ending before ours truncates ours to
         its end; one starting after ours empties ours to start where the leader's does."""
         pending = self._due(FetchPhase.OUT_OF_RANGE)
         if not pending:
             return False
-        try:
-            ends = self._list_offsets(pending, p.OffsetSpec.LATEST)
-            starts = self._list_offsets(pending, p.OffsetSpec.EARLIEST)
-        except TierlogError as err:
-            log.info("%s: ListOffsets failed: %s", self.name, err)
-            self._backoff(pending)
+        answers = self._leader_offsets(pending, p.OffsetSpec.LATEST, p.OffsetSpec.EARLIEST)
+        if answers is None:
             return True
+        ends, starts = answers
         for tp, sent in pending.items():
             partition = self.manager.lookup(tp)
             with self._cond:
@@ -441,13 +450,10 @@ class ReplicaFetcherThread(threading.Thread):
             )
             self._backoff(pending)
             return True
-        try:
-            local_starts = self._list_offsets(pending, p.OffsetSpec.EARLIEST_LOCAL)
-            starts = self._list_offsets(pending, p.OffsetSpec.EARLIEST)
-        except TierlogError as err:
-            log.info("%s: ListOffsets failed: %s", self.name, err)
-            self._backoff(pending)
+        answers = self._leader_offsets(pending, p.OffsetSpec.EARLIEST_LOCAL, p.OffsetSpec.EARLIEST)
+        if answers is None:
             return True
+        local_starts, starts = answers
         for tp, sent in pending.items():
             partition = self.manager.lookup(tp)
             local_start, start = local_starts.get(tp), starts.get(tp)
