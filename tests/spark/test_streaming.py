@@ -85,6 +85,12 @@ def _earliest_remote(tiered: TieredCluster, topic: str) -> int:
     return min((planned.first_offset for planned in plan), default=-1)
 
 
+def _first_remote_end(tiered: TieredCluster, topic: str) -> int:
+    """The last offset of the earliest remote range (-1 if none)."""
+    plan = plan_reads(load_remote_log_metadata([tiered.log_dir], topics=[topic]))
+    return min(plan, key=lambda planned: planned.first_offset).last_offset if plan else -1
+
+
 # --- reading and resuming -----------------------------------------------------------------
 
 
@@ -270,13 +276,15 @@ def test_offsets_deleted_before_they_were_read_fail_the_query_unless_told_otherw
     tiered.produce("trimmed", 0, 18)
     new = [r for r in _tiered(tiered, "trimmed") if r not in first]
     resume = first[-1][2] + 1
+    cut = new[len(new) // 2][2]
     request = p.DeleteRecordsRequest(
-        [p.DeleteRecordsTopic("trimmed", [p.DeleteRecordsPartition(0, new[len(new) // 2][2])])]
+        [p.DeleteRecordsTopic("trimmed", [p.DeleteRecordsPartition(0, cut)])]
     )
     response = tiered.client.transport.send(tiered.client.leader("trimmed"), request)
     assert response.topics[0].partitions[0].error_code == p.NONE
+    # Segments are deleted one at a time: wait for all of those wholly below the cut.
     wait_until(
-        lambda: _earliest_remote(tiered, "trimmed") > resume, "remote segments deleted", timeout=60
+        lambda: _first_remote_end(tiered, "trimmed") >= cut, "remote segments deleted", timeout=60
     )
     earliest = _earliest_remote(tiered, "trimmed")
 
