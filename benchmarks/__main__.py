@@ -47,14 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="short runs, smaller data")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
-    parser.add_argument("--only", action="append", help="run only these modules (e.g. log_bench)")
+    parser.add_argument(
+        "--only", action="append", help="run only these modules (e.g. log_bench or reliability)"
+    )
     args = parser.parse_args(argv)
 
     console = Console()
     rows: list[dict[str, Any]] = []
     failures = 0
     for module_name in discover():
-        if args.only and module_name not in args.only:
+        if args.only and not {module_name, module_name.removesuffix("_bench")} & set(args.only):
             continue
         console.print(f"[bold]{module_name}[/bold] ...")
         try:

@@ -42,7 +42,8 @@ class Event:
 class StorageHistory:
     """Records every storage call; ``fetch_delay`` (seconds) slows segment fetches.
 
-    ``fail_copies`` and ``fail_fetches`` make that many next copies or segment fetches fail.
+    ``fail_copies``, ``fail_fetches`` and ``fail_deletes`` make that many next copies,
+    segment fetches or deletions fail.
     """
 
     def __init__(self) -> None:
@@ -50,6 +51,7 @@ class StorageHistory:
         self.fetch_delay = 0.0
         self.fail_copies = 0
         self.fail_fetches = 0
+        self.fail_deletes = 0
         self.release = threading.Event()
         self._lock = threading.Lock()
 
@@ -104,6 +106,9 @@ class StorageHistory:
     def tierlog_delete_log_segment_data(
         self, remote_log_segment_metadata: Any
     ) -> Generator[None, Any, Any]:
+        if self.fail_deletes > 0:
+            self.fail_deletes -= 1
+            raise OSError("injected delete failure")
         result = yield
         self._add("delete", remote_log_segment_metadata)
         return result

@@ -19,6 +19,10 @@ from tests.server.conftest import T0, Client
 #: A record as the tests compare it: (topic, partition, offset, value, timestamp ms).
 Record = tuple[str, int, int, bytes, int]
 DAY_MS = 86_400_000
+TICK_MS = DAY_MS // 100
+#: The first record's timestamp: ten ticks before a UTC midnight three to four days ago, so the
+#: records cross a UTC day at the same offset whatever the time of day the tests run.
+FIRST_TIMESTAMP = (T0 - 3 * DAY_MS) // DAY_MS * DAY_MS - 10 * TICK_MS
 
 
 @attrs.define
@@ -41,13 +45,13 @@ class TieredCluster:
         )
 
     def produce(self, topic: str, partition: int, batches: int, per_batch: int = 4) -> None:
-        """Appends records whose timestamps cross a UTC day every few batches."""
+        """Appends records a tick apart from ``FIRST_TIMESTAMP``: the eleventh crosses a day."""
         for _ in range(batches):
             builder = RecordBatchBuilder()
             values = []
             for _ in range(per_batch):
                 tick = next(self.clock)
-                timestamp = T0 - 3 * DAY_MS + tick * (DAY_MS // 100)
+                timestamp = FIRST_TIMESTAMP + tick * TICK_MS
                 value = b"value-%d-" % tick + bytes(40)
                 builder.append(timestamp, b"k", value)
                 values.append((value, timestamp))

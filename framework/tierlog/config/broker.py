@@ -116,6 +116,13 @@ _GENERAL_KEYS: Final = (
         doc="A follower that has not caught up for this long is removed from the ISR.",
     ),
     ConfigKey(
+        "replica.high.watermark.checkpoint.interval.ms",
+        LONG,
+        5000,
+        validator=at_least(1),
+        doc="How often every replica's high watermark is saved to replication-offset-checkpoint.",
+    ),
+    ConfigKey(
         "replica.fetch.wait.max.ms",
         INT,
         500,

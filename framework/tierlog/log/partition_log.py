@@ -1501,6 +1501,12 @@ class PartitionLog:
         if self._closed:
             raise KafkaStorageError(f"the log of {self._topic_partition} is closed")
 
+    def checkpoint_high_watermark(self) -> None:
+        """Saves the high watermark, so a crash restarts it near where it was, not at 0."""
+        with self._lock:
+            if not self._closed:
+                self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, self._high_watermark)
+
     def close(self) -> None:
         """Clean shutdown: flushes, snapshots producer state, checkpoints, writes the marker."""
         with self._lock:

@@ -51,6 +51,7 @@ from .copy import copy_log_segments, find_highest_remote_offset, now_ms
 from .expiration import expire_remote_segments
 from .index_cache import RemoteIndexCache
 from .offsets import needs_remote_search, offset_for_timestamp_across_tiers
+from .partition_deletion import PartitionDeletions
 from .quota import RateQuota
 from .reader import ReaderPool, RemoteFetchResult, collect_aborted_transactions, read_remote
 
@@ -165,6 +166,13 @@ class RemoteLogManager:
             expirers if expirers > 0 else pool, thread_name_prefix="rlm-expiration-thread-pool"
         )
         self._tasks: dict[TopicIdPartition, PartitionTasks] = {}
+        self.partition_deletions = PartitionDeletions(
+            self.metadata,
+            self.delete_remote_segment,
+            broker_id,
+            initial_backoff_ms=config.get_int("remote.log.manager.task.retry.backoff.ms"),
+            max_backoff_ms=config.get_int("remote.log.manager.task.retry.backoff.max.ms"),
+        )
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self.metrics.broker_gauge(m.READER_GROUP, m.READER_QUEUE_SIZE, self._queue_size)
@@ -241,7 +249,8 @@ class RemoteLogManager:
         return TopicIdPartition(partition.topic_id, partition.topic_partition)
 
     def stop_partition(self, partition: Partition, *, delete_remote: bool) -> None:
-        """The partition leaves this broker; ``delete_remote`` (topic deleted) empties remote."""
+        """The partition leaves this broker; ``delete_remote`` (its topic was deleted and this
+        broker is the one to clean up) deletes its remote data, retrying until done."""
         if partition.topic_id is None:
             return
         tip = self._tip(partition)
@@ -255,8 +264,9 @@ class RemoteLogManager:
                 )
         self.metrics.remove_partition(tip.topic_partition)
         if delete_remote:
-            self.delete_remote_partition(tip)
-        self.metadata.on_stop_partitions(frozenset({tip}))
+            self.partition_deletions.delete(tip)  # stops the partition in metadata once done
+        else:
+            self.metadata.on_stop_partitions(frozenset({tip}))
 
     def delete_remote_partition(self, tip: TopicIdPartition) -> int:
         """Deletes every remote segment of a partition and its metadata; returns how many."""
@@ -665,6 +675,7 @@ class RemoteLogManager:
         with self._lock:
             self._wake.notify_all()
         self._scheduler.join()
+        self.partition_deletions.close()
         self._copiers.shutdown(wait=True, cancel_futures=True)
         self._expirers.shutdown(wait=True, cancel_futures=True)
         self.reader_pool.shutdown()

@@ -40,6 +40,7 @@ from ..errors import (
     LeaderNotAvailableError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     RemoteStorageNotReadyError,
     RemoteStorageQueueFullError,
@@ -146,6 +147,7 @@ class Broker:
         self._produce_purgatory: DelayedOperationPurgatory[DelayedProduce] | None = None
         self.replica_fetcher_manager: ReplicaFetcherManager | None = None
         self._isr_thread: threading.Thread | None = None
+        self._hw_checkpoint_thread: threading.Thread | None = None
         self._remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] | None = None
         self._remote_list_offsets_purgatory: (
             DelayedOperationPurgatory[DelayedRemoteListOffsets] | None
@@ -269,8 +271,9 @@ class Broker:
         self._stop_tasks.set()
         if self._retention_thread is not None:
             self._retention_thread.join()
-        if self._isr_thread is not None:
-            self._isr_thread.join()
+        for thread in (self._isr_thread, self._hw_checkpoint_thread):
+            if thread is not None:
+                thread.join()
         if self._produce_purgatory is not None:
             self._produce_purgatory.shutdown()
         if self._fetch_purgatory is not None:
@@ -354,6 +357,24 @@ class Broker:
             target=self._isr_expiration_loop, name=f"isr-expiration-{self.broker_id}", daemon=True
         )
         self._isr_thread.start()
+        self._hw_checkpoint_thread = threading.Thread(
+            target=self._high_watermark_checkpoint_loop,
+            name=f"highwatermark-checkpoint-{self.broker_id}",
+            daemon=True,
+        )
+        self._hw_checkpoint_thread.start()
+
+    def _high_watermark_checkpoint_loop(self) -> None:
+        """Kafka's highwatermark-checkpoint task: every replica's high watermark, periodically."""
+        interval = "replica.high.watermark.checkpoint.interval.ms"
+        while not self._stop_tasks.wait(self.config.get_int(interval) / 1000):
+            with self._lock:
+                partitions = list(self._partitions.values())
+            for partition in partitions:
+                try:
+                    partition.log.checkpoint_high_watermark()
+                except Exception as err:
+                    log.warning("%s: high watermark checkpoint failed: %s", partition.log, err)
 
     def _isr_expiration_loop(self) -> None:
         """Kafka's isr-expiration task: every half ``replica.lag.time.max.ms``."""
@@ -831,7 +852,14 @@ class Broker:
 
         if timestamp == p.OffsetSpec.LATEST:
             # A follower resetting its fetch position needs the log end, as in Kafka.
-            latest = plog.log_end_offset if replica_id >= 0 else fetchable
+            if replica_id >= 0:
+                latest = plog.log_end_offset
+            elif not partition.high_watermark_known:
+                return p.ListOffsetsPartitionResponse(
+                    index, error_code=OffsetNotAvailableError.code
+                )
+            else:
+                latest = fetchable
             return p.ListOffsetsPartitionResponse(
                 index, offset=latest, leader_epoch=partition.leader_epoch
             )
@@ -856,6 +884,12 @@ class Broker:
         """The answer for a record found by time; nothing past what a consumer may fetch."""
         fetchable = partition.last_stable_offset if committed else partition.high_watermark
         special = part.timestamp in (p.OffsetSpec.EARLIEST, p.OffsetSpec.EARLIEST_LOCAL)
+        beyond = found is None or found.offset >= fetchable
+        if not special and beyond and not partition.high_watermark_known:
+            # Past a stale high watermark "nothing yet" may be a mistake: the client retries.
+            return p.ListOffsetsPartitionResponse(
+                part.partition_index, error_code=OffsetNotAvailableError.code
+            )
         if found is None or (not special and found.offset >= fetchable):
             return p.ListOffsetsPartitionResponse(part.partition_index)
         return p.ListOffsetsPartitionResponse(
@@ -1261,6 +1295,7 @@ class Broker:
             partition = self._partitions.pop(tp, None)
         if partition is None:
             return
+        led, leader = partition.is_leader, partition.leader_id
         # acks=all produces waiting on it fail now (NOT_LEADER_OR_FOLLOWER), not at timeout.
         partition.make_offline()
         fetchers = self.replica_fetcher_manager
@@ -1269,10 +1304,18 @@ class Broker:
             fetchers.shutdown_idle_threads()
         rlm = self.remote_log_manager
         if rlm is not None:
-            topic = self.controller.image().topic(tp.topic)
+            image = self.controller.image()
+            topic = image.topic(tp.topic)
             gone = delete and (topic is None or topic.topic_id != partition.topic_id)
+            # One broker cleans up remote data: the leader, or without a live leader the
+            # lowest-numbered live replica.
+            cleaner = led or (
+                leader not in image.live_brokers
+                and self.broker_id
+                == min((r for r in partition.replicas if r in image.live_brokers), default=-1)
+            )
             try:
-                rlm.stop_partition(partition, delete_remote=gone)
+                rlm.stop_partition(partition, delete_remote=gone and cleaner)
             except Exception:
                 log.exception("broker %d: removing remote data of %s failed", self.broker_id, tp)
         if delete:

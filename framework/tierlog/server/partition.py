@@ -408,6 +408,19 @@ class Partition:
         return self.log.high_watermark
 
     @property
+    def high_watermark_known(self) -> bool:
+        """Whether this leader's high watermark is proven for its epoch (Kafka's KIP-207).
+
+        A new leader starts from the high watermark it checkpointed, which after a crash can
+        be far below what the previous leader had committed. It is only known once it has
+        reached the offset this epoch began at: everything before that is then committed.
+        Until then "the end of the log" must not be answered, or a reader that trusts it (the
+        remote log metadata consumer above all) would take a stale end for the real one.
+        """
+        with self._lock:
+            return self.log.high_watermark >= self._leader_epoch_start_offset
+
+    @property
     def last_stable_offset(self) -> int:
         return self.log.last_stable_offset
 
