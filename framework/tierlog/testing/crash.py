@@ -221,11 +221,23 @@ def _read_acks(path: Path) -> tuple[dict[tuple[int, int], list[bytes]], list[flo
     return acked, ready
 
 
-def _wait_ready(path: Path, count: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as err:
+        return f"(unreadable: {err})"
+
+
+def _wait_ready(
+    path: Path, count: int, process: subprocess.Popen[bytes], timeout: float, log_path: Path
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the crash worker exited with {process.returncode} before serving")
+            raise RuntimeError(
+                f"the crash worker exited with {process.returncode} before serving; the end of "
+                f"its log ({log_path}):\n{_tail(log_path)}"
+            )
         if path.exists() and path.read_bytes().count(READY.encode() + b" ") >= count:
             return
         time.sleep(0.02)
@@ -260,7 +272,7 @@ def run_campaign(
                 env=env,
             )
         try:
-            _wait_ready(acks_path, cycle + 1, process, start_timeout)
+            _wait_ready(acks_path, cycle + 1, process, start_timeout, log_path)
             time.sleep(rng.uniform(0, plan.max_kill_delay))
         finally:
             process.send_signal(signal.SIGKILL)
