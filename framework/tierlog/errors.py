@@ -8,7 +8,17 @@ expects. Errors that stand for a builtin condition also subclass the builtin (``
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
+
+
+class RecordError(NamedTuple):
+    """One record that made its batch be refused: its index in the batch and why.
+
+    Kafka's ``ProduceResponse.RecordError``; a produce answer lists them as ``record_errors``.
+    """
+
+    batch_index: int
+    message: str
 
 
 class TierlogError(Exception):
@@ -19,6 +29,8 @@ class TierlogError(Exception):
     code: ClassVar[int | None] = None
     #: Kafka's name for the error (``Errors.java``), for logs and the wire front end.
     kafka_name: ClassVar[str | None] = None
+    #: The records of a refused batch that were at fault, for the produce answer.
+    record_errors: tuple[RecordError, ...] = ()
 
 
 class RetriableError(TierlogError):
@@ -43,9 +55,16 @@ class CorruptRecordError(RetriableError):
 
     code, kafka_name = 2, "CORRUPT_MESSAGE"
 
-    def __init__(self, reason: str, *, position: int | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        position: int | None = None,
+        record_errors: tuple[RecordError, ...] = (),
+    ) -> None:
         self.reason = reason
         self.position = position
+        self.record_errors = record_errors
         where = f" at byte {position}" if position is not None else ""
         super().__init__(f"corrupt record batch{where}: {reason}")
 
@@ -112,7 +131,14 @@ class InvalidRequiredAcksError(TierlogError, ValueError):
 
 
 class InvalidTimestampError(TierlogError, ValueError):
+    """A produced record's timestamp is outside what the topic accepts; ``record_errors`` names
+    the records."""
+
     code, kafka_name = 32, "INVALID_TIMESTAMP"
+
+    def __init__(self, message: str, *, record_errors: tuple[RecordError, ...] = ()) -> None:
+        self.record_errors = record_errors
+        super().__init__(message)
 
 
 class TopicExistsError(TierlogError):
@@ -200,6 +226,17 @@ class NoReassignmentInProgressError(TierlogError):
     """A reassignment was cancelled for a partition that has none under way."""
 
     code, kafka_name = 85, "NO_REASSIGNMENT_IN_PROGRESS"
+
+
+class InvalidRecordError(TierlogError, ValueError):
+    """A produced batch is well formed but breaks a rule for what clients may write (a count
+    its offsets disagree with, a control batch, a missing key on a compacted topic...)."""
+
+    code, kafka_name = 87, "INVALID_RECORD"
+
+    def __init__(self, message: str, *, record_errors: tuple[RecordError, ...] = ()) -> None:
+        self.record_errors = record_errors
+        super().__init__(message)
 
 
 class ProducerFencedError(TierlogError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -10,6 +11,7 @@ from tierlog.client.admin import AlterConfig, ConfigResource
 from tierlog.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidTimestampError,
     InvalidTopicError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -124,4 +126,20 @@ def test_bad_config_change_is_refused(kept: Producer, admin: Admin) -> None:
     with pytest.raises(InvalidConfigError):
         admin.alter_configs({resource: [AlterConfig("no.such.config", "1")]})
     assert admin.describe_configs([resource])[resource]["retention.ms"].value == before
+    _unchanged(admin)
+
+
+def test_a_record_stamped_hours_ahead_fails_with_its_own_reason(
+    kept: Producer, admin: Admin, make_producer: Callable[..., Producer]
+) -> None:
+    producer = make_producer({"linger.ms": 60_000})  # both records go out in one batch
+    now = int(time.time() * 1000)
+    fine = producer.send(TP.topic, b"fine", timestamp=now)
+    ahead = producer.send(TP.topic, b"ahead", timestamp=now + 2 * 3_600_000)
+    producer.flush()
+
+    with pytest.raises(InvalidTimestampError, match=r"record 1 was refused: timestamp \d+ is out"):
+        ahead.result()
+    with pytest.raises(InvalidTimestampError, match="invalid timestamps: 1 record"):
+        fine.result()
     _unchanged(admin)

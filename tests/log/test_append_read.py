@@ -9,6 +9,7 @@ import pytest
 from tierlog.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
+    InvalidRecordError,
     InvalidRequestError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -258,7 +259,7 @@ def test_oversized_batch_is_rejected(tmp_path: Path, make_log: LogFactory) -> No
 def test_clients_cannot_write_control_batches(filled: tuple[PartitionLog, Path]) -> None:
     log, directory = filled
     before, names = read_all(log), file_names(directory)
-    with pytest.raises(InvalidRequestError, match="control batches"):
+    with pytest.raises(InvalidRecordError, match="control records"):
         log.append_as_leader(marker(ControlType.COMMIT, 5), leader_epoch=0)
     _unchanged(log, before, directory, names)
 

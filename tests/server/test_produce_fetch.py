@@ -6,6 +6,7 @@ import pytest
 from tierlog.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
+    InvalidRecordError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     InvalidTopicError,
@@ -259,8 +260,8 @@ def test_corrupt_empty_and_control_records_are_refused(client: Client) -> None:
     marker = build_control_batch(ControlType.COMMIT, producer_id=5, producer_epoch=0, timestamp=0)
 
     assert client.produce("strict", 0, bytes(damaged)).error_code == CorruptRecordError.code
-    assert client.produce("strict", 0, b"").error_code == CorruptRecordError.code
-    assert client.produce("strict", 0, marker).error_code == InvalidRequestError.code
+    assert client.produce("strict", 0, b"").error_code == InvalidRecordError.code
+    assert client.produce("strict", 0, marker).error_code == InvalidRecordError.code
     assert client.fetch("strict").high_watermark == 0
 
 

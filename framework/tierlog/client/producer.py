@@ -51,6 +51,7 @@ from .accumulator import (
     complete_batch,
     estimate_record_size,
     fail_batch,
+    fail_records,
 )
 from .backoff import ExponentialBackoff
 from .config import ProducerConfig, coerce_config
@@ -427,6 +428,17 @@ class Producer:
             self._metadata.mark_stale(batch.tp.topic)
             self._retry_or_fail(batch, error)
         else:
+            # As Kafka's producer does: a record the broker named fails with its own reason.
+            for record_error in answer.record_errors:
+                if 0 <= record_error.batch_index < len(batch.records):
+                    reason = record_error.batch_index_error_message or answer.error_message
+                    fail_records(
+                        [batch.records[record_error.batch_index]],
+                        cls(
+                            f"{cls.kafka_name} producing to {batch.tp}: record "
+                            f"{record_error.batch_index} was refused: {reason}"
+                        ),
+                    )
             self._fail(batch, error)
 
     def _retry_or_fail(self, batch: ProducerBatch, error: TierlogError) -> None:

@@ -281,6 +281,21 @@ _GENERAL_KEYS: Final = (
         doc="Whether record timestamps are the producer's or the broker's append time.",
     ),
     ConfigKey(
+        "log.message.timestamp.before.max.ms",
+        LONG,
+        LONG_MAX,
+        validator=at_least(0),
+        doc="How far in the past a produced record's CreateTime may be (KIP-937).",
+    ),
+    ConfigKey(
+        "log.message.timestamp.after.max.ms",
+        LONG,
+        3_600_000,
+        validator=at_least(0),
+        doc="How far in the future a produced record's CreateTime may be (KIP-937; one hour "
+        "since Kafka 4.0).",
+    ),
+    ConfigKey(
         "compression.type",
         STRING,
         "producer",

@@ -15,6 +15,7 @@ import attrs
 
 from ..config import TopicConfig, resolve_topic_config
 from ..records import TimestampType
+from ..records.validation import ValidationRules, max_decompressed_size_for
 
 _LONG_MAX = (1 << 63) - 1
 #: ``local.retention.*`` value meaning "same as ``retention.*``".
@@ -41,8 +42,24 @@ class LogConfig:
     flush_ms: int = _LONG_MAX
     max_message_bytes: int = 1048588
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    message_timestamp_after_max_ms: int = 3_600_000
+    #: ``cleanup.policy`` includes ``compact``: every produced record needs a key.
+    compact: bool = False
     file_delete_delay_ms: int = 60000
     producer_id_expiration_ms: int = 86_400_000
+    #: What a produced batch is checked against, built once from the fields above.
+    validation_rules: ValidationRules = attrs.field(init=False, eq=False, repr=False)
+
+    @validation_rules.default
+    def _validation_rules(self) -> ValidationRules:
+        return ValidationRules(
+            timestamp_type=self.message_timestamp_type,
+            timestamp_before_max_ms=self.message_timestamp_before_max_ms,
+            timestamp_after_max_ms=self.message_timestamp_after_max_ms,
+            compacted=self.compact,
+            max_decompressed_size=max_decompressed_size_for(self.max_message_bytes),
+        )
 
     @classmethod
     def of(cls, config: LogConfig | TopicConfig | Mapping[str, Any] | None) -> LogConfig:
@@ -75,6 +92,7 @@ class LogConfig:
             assert isinstance(value, int)
             return value
 
+        policy = values["cleanup.policy"]
         timestamp_type = (
             TimestampType.LOG_APPEND_TIME
             if values["message.timestamp.type"] == "LogAppendTime"
@@ -95,6 +113,9 @@ class LogConfig:
             flush_ms=number("flush.ms"),
             max_message_bytes=number("max.message.bytes"),
             message_timestamp_type=timestamp_type,
+            message_timestamp_before_max_ms=number("message.timestamp.before.max.ms"),
+            message_timestamp_after_max_ms=number("message.timestamp.after.max.ms"),
+            compact=isinstance(policy, tuple) and "compact" in policy,
             file_delete_delay_ms=number("file.delete.delay.ms"),
         )
 

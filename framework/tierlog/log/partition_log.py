@@ -1,12 +1,13 @@
 """A partition's local log: ordered segments, offsets, producer state, epochs, recovery, retention.
 
 This is Kafka's ``UnifiedLog`` + ``LocalLog`` + ``LogLoader`` for one partition directory. The
-append path parses and validates only batch headers (length, magic, CRC), rewrites the base
-offset, partition leader epoch and (under LogAppendTime) the max timestamp in place, checks
-idempotent and transactional producers, and writes the bytes with one ``os.pwrite`` (one
-``os.pwritev`` of stamped header copies and the untouched records for read-only input). The read
-path finds the batch holding the fetch offset through the sparse offset index and returns whole
-batches with one ``os.pread``.
+append path validates batch headers (length, magic, CRC) and, for a client's batches, every
+record (``records.validation``: Kafka's ``LogValidator``), rewrites the base offset, partition
+leader epoch and (under LogAppendTime, or when the records disagree with it) the max timestamp
+in place, checks idempotent and transactional producers, and writes the bytes with one
+``os.pwrite`` (one ``os.pwritev`` of stamped header copies and the untouched records for
+read-only input). The read path finds the batch holding the fetch offset through the sparse
+offset index and returns whole batches with one ``os.pread``.
 
 Offsets the log keeps, lowest to highest::
 
@@ -60,11 +61,13 @@ from ..records import (
     BatchHeader,
     RecordBatch,
     TimestampType,
+    read_batch_fields,
     set_max_timestamp,
     stamp_batch,
     validate_batch_at,
 )
 from ..records.batch import CONTROL_MASK
+from ..records.validation import validate_produced_batch
 from . import files
 from .checkpoint import (
     OFFSET_CHECKPOINT_VERSION,
@@ -112,6 +115,7 @@ LOADED_INDEX_LIMIT: Final = 8
 #: ``__new__``.
 _FROM_CLIENT: Final = AppendOrigin.CLIENT
 _LOG_APPEND_TIME: Final = TimestampType.LOG_APPEND_TIME
+_CREATE_TIME: Final = TimestampType.CREATE_TIME
 _new_tuple: Final = tuple.__new__
 
 Clock = Callable[[], int]
@@ -627,16 +631,20 @@ class PartitionLog:
         """Appends a producer's batches, assigning their offsets; returns what was appended.
 
         Each batch is checked (length, magic 2, CRC, ``max.message.bytes``) before anything is
-        written; its base offset and partition leader epoch are then set in place and, under
-        LogAppendTime, its timestamps. A ``bytearray`` or writable memoryview is rewritten where
-        it is. Of read-only input such as ``bytes`` only the 61-byte headers are copied (control
-        batches and LogAppendTime need whole writable batches, so such input is copied whole).
+        written, and a client's (``origin`` CLIENT) is decoded record by record against the
+        topic's rules (``validate_produced_batch``). Its base offset and partition leader epoch
+        are then set in place and, under LogAppendTime, its timestamps; under CreateTime a max
+        timestamp the records disagree with is corrected, as Kafka does. A ``bytearray`` or
+        writable memoryview is rewritten where it is. Of read-only input such as ``bytes`` only
+        the 61-byte headers are copied (control batches, LogAppendTime and a corrected max
+        timestamp need whole writable batches, so such input is copied whole).
         Idempotent and transactional producers are checked: a retried batch is answered with
         its original offsets (``duplicate``) and nothing is written; an out-of-order sequence or
         a stale epoch raises. Every error leaves the log exactly as it was.
 
-        Raises CorruptRecordError, RecordTooLargeError, InvalidRequestError (a client sending
-        control batches), FencedLeaderEpochError (an epoch older than the log's latest),
+        Raises CorruptRecordError, RecordTooLargeError, InvalidRecordError and
+        InvalidTimestampError (a client's batch breaking a rule, with ``record_errors``),
+        FencedLeaderEpochError (an epoch older than the log's latest),
         OutOfOrderSequenceError, InvalidProducerEpochError, InvalidTxnStateError,
         TransactionCoordinatorFencedError, KafkaStorageError.
         """
@@ -666,6 +674,10 @@ class PartitionLog:
         config = self._config
         max_bytes = config.max_message_bytes
         from_client = origin is _FROM_CLIENT
+        if from_client:
+            rules = config.validation_rules
+            created = rules.timestamp_type is _CREATE_TIME
+            validated_at = self._clock()
         checked: list[BatchFields] = []
         position = 0
         end = len(view)
@@ -677,10 +689,20 @@ class PartitionLog:
                     f"the batch at byte {position} is {size} bytes, more than max.message.bytes "
                     f"({max_bytes}) of {self._topic_partition}"
                 )
-            if from_client and fields[5] & CONTROL_MASK:
-                raise InvalidRequestError(
-                    f"clients may not write control batches (byte {position} of the request)"
-                )
+            if from_client:
+                batch_max = validate_produced_batch(view, position, fields, rules, validated_at)
+                if created and batch_max != fields[8]:
+                    # As Kafka does: the header's max timestamp is set from the records.
+                    if view.readonly:
+                        view = memoryview(bytearray(view))
+                    set_max_timestamp(
+                        view,
+                        batch_max,
+                        timestamp_type=_CREATE_TIME,
+                        position=position,
+                        check_crc=False,
+                    )
+                    fields = read_batch_fields(view, position)
             checked.append(fields)
             position += size
         if not checked:

@@ -1,8 +1,9 @@
 """Kafka record batches (format v2, magic 2), byte-compatible with Kafka's own.
 
-The broker's append path treats batches as opaque bytes and uses only the header functions:
-``validate_batch_at`` and ``stamp_batch`` (what ``BatchHeader.parse``, ``validate`` and the
-in-place rewrites do, without building a header object per batch) and ``set_max_timestamp``.
+The broker's append path uses the header functions ``validate_batch_at`` and ``stamp_batch``
+(what ``BatchHeader.parse``, ``validate`` and the in-place rewrites do, without building a header
+object per batch) and ``set_max_timestamp``; a leader also checks a producer's records with
+``validation.validate_produced_batch`` before it appends them.
 Consumers use ``iter_batches`` and ``RecordBatch.records()``; producers, tests and benchmarks use
 ``RecordBatchBuilder`` and ``build_control_batch``. Malformed input of any kind raises
 ``tierlog.errors.CorruptRecordError`` with the byte position and reason.

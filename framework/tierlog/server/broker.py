@@ -33,7 +33,6 @@ import attrs
 from ..config import BrokerConfig, TopicConfig, resolve_topic_config
 from ..errors import (
     BrokerNotAvailableError,
-    CorruptRecordError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaStorageError,
@@ -54,6 +53,7 @@ from ..host import PluginHost
 from ..log import AppendOrigin, LogConfig, PartitionLog, TimestampAndOffset, files
 from ..model import ZERO_UUID, TopicPartition, Uuid
 from ..records import ControlType, build_control_batch
+from ..records.validation import check_produce_partition_data
 from ..remote import CACHE_DIR_NAME, SCRATCH_DIR_NAME, RemoteFetchResult, RemoteLogManager
 from . import configs as config_ops
 from . import protocol as p
@@ -114,6 +114,13 @@ StateListener = Callable[["Broker", BrokerState], None]
 
 def _message(err: BaseException) -> str:
     return str(err) or type(err).__name__
+
+
+def _record_errors(err: BaseException) -> list[p.BatchIndexAndErrorMessage]:
+    """The records a refused batch was refused for, as a produce answer lists them."""
+    if not isinstance(err, TierlogError):
+        return []
+    return [p.BatchIndexAndErrorMessage(e.batch_index, e.message) for e in err.record_errors]
 
 
 class Broker:
@@ -575,8 +582,7 @@ class Broker:
                             f"acks must be 0, 1 or -1, got {request.acks}"
                         )
                     partition = self._leader_partition(image, topic.name, data.index)
-                    if not data.records:
-                        raise CorruptRecordError("the request holds no record batch")
+                    check_produce_partition_data(data.records)
                     if request.acks == p.Acks.ALL:
                         minimum = self._check_min_insync(partition, image)
                     info = partition.append_records_to_leader(data.records)
@@ -596,7 +602,10 @@ class Broker:
                 except Exception as err:
                     results.append(
                         p.PartitionProduceResponse(
-                            data.index, error_code=error_code_of(err), error_message=_message(err)
+                            data.index,
+                            error_code=error_code_of(err),
+                            record_errors=_record_errors(err),
+                            error_message=_message(err),
                         )
                     )
             topics.append(p.TopicProduceResponse(topic.name, results))
