@@ -190,6 +190,14 @@ class KafkaStorageError(RetriableError):
     code, kafka_name = 56, "KAFKA_STORAGE_ERROR"
 
 
+class LogDirLockedError(TierlogError):
+    """Another process, or another broker of this one, holds the lock of a log directory.
+
+    As in Kafka, one directory serves one broker at a time; the message names the directory and
+    the holder (pid and host) as the holder wrote them into the lock file.
+    """
+
+
 class FencedLeaderEpochError(RetriableError):
     """The request carried a leader epoch older than the replica's."""
 

@@ -3,7 +3,8 @@
 Loads the configuration exactly as a broker does (file, then environment), starts the
 brokers, says when they serve, and on SIGINT or SIGTERM shuts them down cleanly (logs closed
 with their clean-shutdown marker, plugins closed) and exits 0. A configuration that cannot be
-read or is not valid is one line on stderr and exit status 2.
+read or is not valid, or a data directory another process holds, is one line on stderr and
+exit status 2.
 """
 
 from __future__ import annotations
