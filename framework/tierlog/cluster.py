@@ -5,7 +5,10 @@ have ids ``0..size-1`` and each gets its own log dir under ``data_dir/broker-<id
 controller keeps the cluster metadata under ``data_dir/controller``. All traffic goes through
 :attr:`EmbeddedCluster.transport`, so tests can delay, drop or fail chosen requests.
 Starting a new cluster on the same ``data_dir`` brings back the same topics, topic ids,
-configs and data.
+configs and data. While a cluster runs, its directories are locked (a ``.lock`` file in the
+controller's directory and in each broker's log dir, held until :meth:`EmbeddedCluster.stop`):
+a second cluster on the same ``data_dir``, in this process or another, fails to start with an
+error naming the directory and the process that holds it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from types import TracebackType
 from typing import Self
 
 from .config import BrokerConfig
+from .log import DirectoryLock
 from .server.broker import Broker, BrokerState
 from .server.controller import Controller
 from .server.transport import InProcessTransport
@@ -48,6 +52,7 @@ class EmbeddedCluster:
         self._base_config = BrokerConfig.from_mapping(self._config)
         self._brokers: dict[int, Broker] = {}
         self._controller: Controller | None = None
+        self._controller_lock: DirectoryLock | None = None
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -81,15 +86,18 @@ class EmbeddedCluster:
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Starts the controller, then every broker in id order; returns once all serve."""
-        if self._controller is None:
-            self._controller = Controller(
-                self._base_config,
-                self.data_dir / "controller",
-                self.transport,
-                self.broker_ids,
-            )
+        """Locks the controller's directory and starts the controller, then every broker in id
+        order; returns once all serve."""
         try:
+            if self._controller_lock is None:
+                self._controller_lock = DirectoryLock.acquire(self.data_dir / "controller")
+                # Read afresh under the lock: the metadata is this cluster's from now on.
+                self._controller = Controller(
+                    self._base_config,
+                    self.data_dir / "controller",
+                    self.transport,
+                    self.broker_ids,
+                )
             for broker_id in self.broker_ids:
                 self.start_broker(broker_id)
         except BaseException:
@@ -97,14 +105,19 @@ class EmbeddedCluster:
             raise
 
     def stop(self) -> None:
-        """Stops every broker cleanly, highest id first."""
+        """Stops every broker cleanly, highest id first, then unlocks the controller's directory."""
         errors: list[BaseException] = []
-        for broker_id in sorted(self._brokers, reverse=True):
-            try:
-                self.stop_broker(broker_id)
-            except Exception as err:
-                log.exception("stopping broker %d failed", broker_id)
-                errors.append(err)
+        try:
+            for broker_id in sorted(self._brokers, reverse=True):
+                try:
+                    self.stop_broker(broker_id)
+                except Exception as err:
+                    log.exception("stopping broker %d failed", broker_id)
+                    errors.append(err)
+        finally:
+            lock, self._controller_lock = self._controller_lock, None
+            if lock is not None:
+                lock.release()
         if errors:
             raise errors[0]
 
@@ -112,6 +125,8 @@ class EmbeddedCluster:
         """Starts (or starts again) one broker with a fresh configuration."""
         if broker_id not in self.broker_ids:
             raise KeyError(f"no broker {broker_id} in this cluster (ids 0..{self.size - 1})")
+        if self._controller_lock is None:
+            raise RuntimeError("the cluster is not started")
         current = self._brokers.get(broker_id)
         if current is not None and current.state not in (
             BrokerState.STOPPED,

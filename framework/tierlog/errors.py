@@ -170,6 +170,16 @@ class InvalidConfigError(TierlogError, ValueError):
         super().__init__(message)
 
 
+class ConfigFileError(InvalidConfigError):
+    """A configuration file that cannot be used at all: missing, a directory, unreadable, not
+    UTF-8 text, not valid TOML or ``.properties``, nested too deep. The message names the file."""
+
+    def __init__(self, path: str, problem: str, *, key: str | None = None) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}", key=key)
+
+
 class InvalidRequestError(TierlogError, ValueError):
     code, kafka_name = 42, "INVALID_REQUEST"
 
@@ -204,6 +214,14 @@ class KafkaStorageError(RetriableError):
     """The local log directory failed (I/O error); the partition is offline on this broker."""
 
     code, kafka_name = 56, "KAFKA_STORAGE_ERROR"
+
+
+class LogDirLockedError(TierlogError):
+    """Another process, or another broker of this one, holds the lock of a log directory.
+
+    As in Kafka, one directory serves one broker at a time; the message names the directory and
+    the holder (pid and host) as the holder wrote them into the lock file.
+    """
 
 
 class FencedLeaderEpochError(RetriableError):
@@ -357,6 +375,7 @@ def _all_subclasses(cls: type[TierlogError]) -> list[type[TierlogError]]:
     return found
 
 
+#: The class that declares each code (a subclass that only inherits one is not its owner).
 _BY_CODE: dict[int, type[TierlogError]] = {
-    c.code: c for c in _all_subclasses(TierlogError) if c.code is not None
+    c.code: c for c in _all_subclasses(TierlogError) if c.code is not None and "code" in vars(c)
 }

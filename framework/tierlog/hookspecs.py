@@ -75,6 +75,9 @@ def tierlog_configure(config: Mapping[str, Any], context: PluginContext) -> None
         chosen metadata manager (the prefixes are ``remote.log.storage.manager.impl.prefix`` and
         ``remote.log.metadata.manager.impl.prefix``). Values are parsed and validated against the
         plugin's ``tierlog_config_definitions`` when it declares them, raw strings otherwise.
+        The mapping is a ``dict`` whose repr shows only the declared values that are not secret
+        (the rest print as ``[hidden]``), so logging it is safe; a copy into a plain ``dict``
+        is not.
     :param context: who is running the plugin: plugin name, roles, broker id, cluster id, log dirs.
     :raises tierlog.errors.InvalidConfigError: naming the key, for a bad or missing setting.
         Any exception stops the runtime's start-up; plugins configured before this one are closed.

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigSlice
 from .errors import (
     BackendNotFoundError,
     DuplicateProviderError,
@@ -128,7 +128,28 @@ class PluginHost:
             f"choose one with {name_key}"
         )
 
+    @property
+    def participants(self) -> tuple[str, ...]:
+        """Names of the plugins this host configures: every plugin but the providers not chosen."""
+        return tuple(name for name, _ in self._participants)
+
+    def __repr__(self) -> str:
+        """State, roles and plugin names only: the configuration may hold secrets."""
+        return (
+            f"PluginHost(state={self.state.value!r}, chosen={self.chosen!r}, "
+            f"plugins={list(self.participants)!r})"
+        )
+
     # --- lifecycle ------------------------------------------------------------------------
+
+    def check_config(self) -> None:
+        """Validate every participating plugin's slice exactly as :meth:`start` does before it
+        configures the plugin, without configuring or starting anything (``config --check``).
+
+        :raises InvalidConfigError: naming the full key (``rsm.config.chunk.size``).
+        """
+        for name, plugin in self._participants:
+            self._slice_for(name, plugin)
 
     def start(self) -> None:
         """Configure every plugin, then register every plugin's metrics."""
@@ -206,9 +227,10 @@ class PluginHost:
             log_dirs=tuple(self.config.get_list("log.dirs")),
         )
 
-    def _slice_for(self, name: str, plugin: object) -> dict[str, Any]:
+    def _slice_for(self, name: str, plugin: object) -> ConfigSlice:
         """``plugin.<name>.*`` plus the role prefix (``rsm.config.``/``rlmm.config.``) if chosen,
-        validated against the plugin's declared keys when it declares them."""
+        validated against the plugin's declared keys when it declares them. Its repr shows only
+        the declared values that are not secret."""
         sources = [f"plugin.{name}."]
         for role in self._roles_of(name):
             _, prefix_key = _ROLE_KEYS[role]
@@ -226,7 +248,7 @@ class PluginHost:
                 merged[key], origin[key] = value, prefix
         definitions = call_one(self.plugin_manager, plugin, "tierlog_config_definitions")
         if not definitions:
-            return merged
+            return ConfigSlice(merged)
         try:
             parsed: dict[str, Any] = definitions[0].parse(merged)
         except InvalidConfigError as err:
@@ -237,7 +259,7 @@ class PluginHost:
             raise InvalidConfigError(
                 f"plugin {name!r}: {message}", key=f"{full_keys[0]}{relative}", value=err.value
             ) from err
-        return parsed
+        return ConfigSlice(parsed, shown=(key.name for key in definitions[0] if not key.secret))
 
     # --- the SPI ---------------------------------------------------------------------------
 

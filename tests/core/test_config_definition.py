@@ -381,6 +381,11 @@ def test_password_keys_hide_their_value_in_errors_and_reprs() -> None:
         ("oauth.token.endpoint", True),
         ("gcs.credentials.file", True),
         ("s3.access.key", True),
+        ("rsm.config.encryption.keys", True),
+        ("sasl.jaas.config", True),
+        ("ssl.keystore.certificate.chain", True),
+        ("rsm.config.storage.client_kwargs.aws_access_key_id", True),
+        ("plugin.x.apikey", True),
         ("s3.region", False),
         ("keystore.type", False),
         ("remote.fetch.max.wait.ms", False),
@@ -388,6 +393,15 @@ def test_password_keys_hide_their_value_in_errors_and_reprs() -> None:
 )
 def test_secret_names(name: str, secret: bool) -> None:
     assert is_secret_name(name) is secret
+
+
+def test_a_secret_default_never_shows_in_the_key_or_definition_repr() -> None:
+    key = ConfigKey("api.secret", ConfigType.PASSWORD, "default-s3cr3t", doc="API secret.")
+    named = ConfigKey("encryption.keys", ConfigType.STRING, "k1:cmluZw==", doc="Key ring.")
+    text = repr(key) + str(key) + repr(named) + repr(ConfigDef(keys=(key, named)))
+    assert "default-s3cr3t" not in text and "cmluZw" not in text
+    assert "default=[hidden]" in repr(key)
+    assert "default=5" in repr(ConfigKey("n", ConfigType.INT, 5, doc="N."))
 
 
 def test_required_keys_must_be_given() -> None:

@@ -3,7 +3,9 @@
 Without options it documents the broker keys, the topic keys and each installed plugin's keys
 (type, default, allowed values, dynamic or not); ``--json`` gives the same for machines.
 ``--check FILE`` validates a TOML or ``.properties`` file with the environment applied, exactly
-as a broker would load it, and exits 2 with the offending key named if it is not valid.
+as a broker would load it: the chosen plugins are loaded and their configuration slices validated
+by the same code as at start-up, without configuring anything. It exits 2 with one line naming
+the offending key, or the file and why it cannot be read.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rich.table import Table
 
 from ..config import BROKER_CONFIG, HIDDEN, TOPIC_CONFIG, BrokerConfig, ConfigDef, ConfigKey
 from ..config.secrets import show_value
-from ..errors import InvalidConfigError, TierlogError
+from ..errors import ConfigFileError, InvalidConfigError, TierlogError
 
 _CHECK_FAILED = 2
 #: Columns needed for one key per line with type, default and flag in columns of their own.
@@ -34,6 +36,8 @@ class _Section:
     title: str
     prefix: str
     definition: ConfigDef
+    #: The plugin whose keys these are; empty for the broker and topic sections.
+    plugin: str = ""
 
 
 def _plugin_sections() -> tuple[list[_Section], str | None]:
@@ -46,7 +50,7 @@ def _plugin_sections() -> tuple[list[_Section], str | None]:
     except TierlogError as err:
         return [], f"plugin configuration unavailable: {err}"
     return [
-        _Section(f"plugin {section.plugin}", section.prefix, section.definition)
+        _Section(f"plugin {section.plugin}", section.prefix, section.definition, section.plugin)
         for section in sections
     ], None
 
@@ -146,10 +150,9 @@ def _print_tables(sections: Iterable[_Section]) -> None:
 
 
 def _check_plugin_keys(config: BrokerConfig, sections: Iterable[_Section]) -> None:
-    """Reject unknown or badly typed keys in each plugin's own ``plugin.<name>.`` slice.
-
-    Missing required keys and the plugin's cross-key rules are left to start-up: the same keys
-    may also arrive under the role prefix (``rsm.config.``) of the plugin chosen there.
+    """Reject unknown or badly typed keys in the ``plugin.<name>.`` slice of plugins that do not
+    take part in a run with this configuration (storage providers not chosen): their keys are
+    still checked for typos, though no run reads them.
     """
     for section in sections:
         for name, raw in config.plugin_slice(section.prefix).items():
@@ -169,12 +172,26 @@ def _check_plugin_keys(config: BrokerConfig, sections: Iterable[_Section]) -> No
             attrs.evolve(key, name=section.prefix + key.name).parse(raw)
 
 
+def _check(path: Path, plugin_sections: Iterable[_Section]) -> None:
+    """Load ``path`` as ``tierlog run`` does, then validate the slices of the plugins a run would
+    configure through the same code as a broker's start-up (without configuring them)."""
+    from ..host import PluginHost
+
+    config = BrokerConfig.from_sources(file=path, environ=os.environ)
+    host = PluginHost.create(config)
+    host.check_config()
+    taking_part = set(host.participants)
+    _check_plugin_keys(
+        config, [section for section in plugin_sections if section.plugin not in taking_part]
+    )
+
+
 @click.command("config")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.option(
     "--check",
     "check_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     help="Validate a .toml or .properties file (environment applied) and exit.",
 )
 @click.pass_context
@@ -185,9 +202,11 @@ def config_command(ctx: click.Context, as_json: bool, check_file: Path | None) -
         click.echo(f"warning: {warning}", err=True)
     if check_file is not None:
         try:
-            config = BrokerConfig.from_sources(file=check_file, environ=os.environ)
-            _check_plugin_keys(config, plugin_sections)
-        except InvalidConfigError as err:
+            _check(check_file, plugin_sections)
+        except ConfigFileError as err:
+            click.echo(f"error: {err}", err=True)
+            ctx.exit(_CHECK_FAILED)
+        except TierlogError as err:
             click.echo(f"error: {check_file}: {err}", err=True)
             ctx.exit(_CHECK_FAILED)
         click.echo(f"OK: {check_file}")

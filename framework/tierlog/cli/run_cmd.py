@@ -2,7 +2,9 @@
 
 Loads the configuration exactly as a broker does (file, then environment), starts the
 brokers, says when they serve, and on SIGINT or SIGTERM shuts them down cleanly (logs closed
-with their clean-shutdown marker, plugins closed) and exits 0.
+with their clean-shutdown marker, plugins closed) and exits 0. A configuration that cannot be
+read or is not valid, or a data directory another process holds, is one line on stderr and
+exit status 2.
 """
 
 from __future__ import annotations
@@ -13,21 +15,24 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 import click
 
 from ..cluster import EmbeddedCluster
 from ..config import BrokerConfig, load_sources
-from ..errors import InvalidConfigError
+from ..errors import ConfigFileError, TierlogError
 
 log = logging.getLogger(__name__)
+
+_FAILED = 2
 
 
 @click.command("run")
 @click.option(
     "--config",
     "config_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
     required=True,
     help="Broker configuration, TOML (.toml) or Kafka-style .properties.",
 )
@@ -45,13 +50,16 @@ log = logging.getLogger(__name__)
     help="Where brokers keep their logs and the controller its metadata "
     "[default: the first of log.dirs].",
 )
-def run_command(config_file: Path, brokers: int, data_dir: Path | None) -> None:
+@click.pass_context
+def run_command(ctx: click.Context, config_file: Path, brokers: int, data_dir: Path | None) -> None:
     """Run an embedded cluster until SIGINT or SIGTERM."""
     try:
         raw = load_sources(config_file, os.environ)
-        config = BrokerConfig.from_sources(config_file)
-    except InvalidConfigError as err:
-        raise click.BadParameter(str(err), param_hint="--config") from err
+        config = BrokerConfig.from_mapping(raw)
+    except ConfigFileError as err:
+        _fail(ctx, str(err))
+    except TierlogError as err:
+        _fail(ctx, f"{config_file}: {err}")
     if data_dir is None:
         data_dir = Path(config.get_list("log.dirs")[0])
     stop = threading.Event()
@@ -72,6 +80,14 @@ def run_command(config_file: Path, brokers: int, data_dir: Path | None) -> None:
                 pass
             click.echo("tierlog: shutting down", err=True)
         click.echo("tierlog: stopped", err=True)
+    except (TierlogError, OSError) as err:
+        _fail(ctx, str(err))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _fail(ctx: click.Context, message: str) -> NoReturn:
+    """One line on stderr and exit status 2, as for every tierlog error."""
+    click.echo(f"error: {message}", err=True)
+    ctx.exit(_FAILED)

@@ -43,7 +43,7 @@ from .definition import (
     Importance,
 )
 from .live import BrokerConfig, ConfigListener
-from .secrets import HIDDEN, Password, is_secret_name
+from .secrets import HIDDEN, ConfigSlice, Password, is_secret_name, url_has_userinfo
 from .sources import (
     ENV_PREFIX,
     env_var_name,
@@ -75,6 +75,7 @@ __all__ = [
     "ConfigKey",
     "ConfigListener",
     "ConfigRule",
+    "ConfigSlice",
     "ConfigType",
     "Importance",
     "Password",
@@ -100,4 +101,5 @@ __all__ = [
     "read_toml",
     "resolve_topic_config",
     "topic_defaults",
+    "url_has_userinfo",
 ]

@@ -169,6 +169,15 @@ class ConfigKey:
         if self.default is not None and self.default is not REQUIRED:
             self.parse(self.default)
 
+    def __repr__(self) -> str:
+        """attrs' repr, except that a secret key's default is ``[hidden]``."""
+        shown = []
+        for field in attrs.fields(type(self)):
+            value = getattr(self, field.name)
+            hide = field.name == "default" and self.secret and value not in (None, REQUIRED)
+            shown.append(f"{field.name}={HIDDEN if hide else repr(value)}")
+        return f"ConfigKey({', '.join(shown)})"
+
     @property
     def nullable(self) -> bool:
         return self.default is None

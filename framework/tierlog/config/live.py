@@ -22,7 +22,7 @@ import attrs
 from ..errors import InvalidConfigError
 from .broker import BROKER_CONFIG
 from .definition import ConfigDef
-from .secrets import HIDDEN, Password, is_secret_name, show_value
+from .secrets import Password, redact
 from .sources import StrPath, load_sources
 
 logger = logging.getLogger(__name__)
@@ -141,32 +141,32 @@ class BrokerConfig:
         value = self[name]
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise TypeError(f"{name} is {show_value(value)}, not an integer")
+        raise TypeError(f"{name} is {redact(name, value)}, not an integer")
 
     def get_float(self, name: str) -> float:
         value = self[name]
         if isinstance(value, float):
             return value
-        raise TypeError(f"{name} is {show_value(value)}, not a number")
+        raise TypeError(f"{name} is {redact(name, value)}, not a number")
 
     def get_bool(self, name: str) -> bool:
         value = self[name]
         if isinstance(value, bool):
             return value
-        raise TypeError(f"{name} is {show_value(value)}, not a boolean")
+        raise TypeError(f"{name} is {redact(name, value)}, not a boolean")
 
     def get_str(self, name: str) -> str | None:
         """A STRING value, or ``None`` for a nullable key that is not set."""
         value = self[name]
         if value is not None and not isinstance(value, str):
-            raise TypeError(f"{name} is {show_value(value)}, not a string")
+            raise TypeError(f"{name} is {redact(name, value)}, not a string")
         return value
 
     def get_list(self, name: str) -> tuple[str, ...]:
         value = self[name]
         if isinstance(value, tuple):
             return value
-        raise TypeError(f"{name} is {show_value(value)}, not a list")
+        raise TypeError(f"{name} is {redact(name, value)}, not a list")
 
     def get_password(self, name: str) -> Password | None:
         value = self[name]
@@ -181,10 +181,7 @@ class BrokerConfig:
             for name, value in self._values.items()
             if name not in defaults or defaults[name] != value
         }
-        shown = ", ".join(
-            f"{name}={HIDDEN if is_secret_name(name) else show_value(value)}"
-            for name, value in changed.items()
-        )
+        shown = ", ".join(f"{name}={redact(name, value)}" for name, value in changed.items())
         return f"BrokerConfig({shown})"
 
     __str__ = __repr__

@@ -8,7 +8,8 @@ follower, read by offset or timestamp, apply retention, truncate, and close clea
 * producer state for idempotent and transactional producers (``ProducerStateManager``), saved in
   ``.snapshot`` files at every roll and at clean shutdown;
 * the leader-epoch cache and its ``leader-epoch-checkpoint`` file (``LeaderEpochCache``);
-* atomic checkpoint writes (``write_atomically``) and the file naming rules (``files``).
+* atomic checkpoint writes (``write_atomically``) and the file naming rules (``files``);
+* the ``.lock`` file that keeps a second broker off a log directory (``DirectoryLock``).
 
 Typical use::
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from . import files
 from .checkpoint import TEMP_SUFFIX, fsync_directory, write_atomically
+from .dir_lock import LOCK_FILE_NAME, DirectoryLock
 from .epoch_cache import (
     LEADER_EPOCH_CHECKPOINT_FILENAME,
     UNDEFINED_EPOCH,
@@ -90,6 +92,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "LEADER_EPOCH_CHECKPOINT_FILENAME",
     "LOADED_INDEX_LIMIT",
+    "LOCK_FILE_NAME",
     "MAX_TIMESTAMP",
     "NUM_BATCHES_TO_RETAIN",
     "TEMP_SUFFIX",
@@ -100,6 +103,7 @@ __all__ = [
     "BatchLocation",
     "BatchMetadata",
     "CompletedTxn",
+    "DirectoryLock",
     "EpochEntry",
     "FetchDataInfo",
     "FetchIsolation",

@@ -1,10 +1,10 @@
 """A broker node: hosts partition replicas in its log dirs and answers the client requests.
 
 Startup goes through explicit states, observable with :meth:`Broker.add_state_listener`:
-``NOT_RUNNING -> STARTING`` (dynamic configs applied, plugins configured and their metrics
-registered) ``-> RECOVERING_LOGS`` (every partition directory opened, torn tails recovered)
-``-> SERVING`` (requests accepted; the controller hands out leadership; then the plugins'
-broker-ready callback fires, once) ``-> SHUTTING_DOWN -> STOPPED``.
+``NOT_RUNNING -> STARTING`` (log dirs locked, dynamic configs applied, plugins configured and
+their metrics registered) ``-> RECOVERING_LOGS`` (every partition directory opened, torn tails
+recovered) ``-> SERVING`` (requests accepted; the controller hands out leadership; then the
+plugins' broker-ready callback fires, once) ``-> SHUTTING_DOWN -> STOPPED`` (log dirs unlocked).
 
 Every handler answers with per-partition error codes, as Kafka does: one bad partition never
 fails the others, and a request that is wrong for a partition changes nothing there.
@@ -50,7 +50,14 @@ from ..errors import (
     error_code_of,
 )
 from ..host import PluginHost
-from ..log import AppendOrigin, LogConfig, PartitionLog, TimestampAndOffset, files
+from ..log import (
+    AppendOrigin,
+    DirectoryLock,
+    LogConfig,
+    PartitionLog,
+    TimestampAndOffset,
+    files,
+)
 from ..model import ZERO_UUID, TopicPartition, Uuid
 from ..records import ControlType, build_control_batch
 from ..records.validation import check_produce_partition_data
@@ -163,6 +170,8 @@ class Broker:
         self._stop_tasks = threading.Event()
         self._retention_thread: threading.Thread | None = None
         self._unsubscribe: list[Callable[[], None]] = []
+        #: One per log dir, held from start to stop: one broker per directory.
+        self._log_dir_locks: list[DirectoryLock] = []
 
     # --- state ----------------------------------------------------------------------------
 
@@ -202,14 +211,16 @@ class Broker:
         registered = False
         try:
             self._set_state(BrokerState.STARTING)
-            self._apply_stored_broker_configs()
-            self.plugin_host = PluginHost.create(self.config, extra_plugins=self._extra_plugins)
-            self.plugin_host.start()
             for directory in self.log_dirs:
                 try:
                     directory.mkdir(parents=True, exist_ok=True)
                 except OSError as err:
                     raise KafkaStorageError(f"cannot create log dir {directory}: {err}") from err
+                # Before anything reads or writes there, plugins included (their checkpoints).
+                self._log_dir_locks.append(DirectoryLock.acquire(directory))
+            self._apply_stored_broker_configs()
+            self.plugin_host = PluginHost.create(self.config, extra_plugins=self._extra_plugins)
+            self.plugin_host.start()
             self._set_state(BrokerState.RECOVERING_LOGS)
             self._recover_logs()
             self._fetch_purgatory = DelayedOperationPurgatory(f"Fetch-{self.broker_id}")
@@ -303,8 +314,13 @@ class Broker:
             except Exception as err:
                 log.exception("closing %s failed", partition.topic_partition)
                 errors.append(err)
-        if self.plugin_host is not None:
-            self.plugin_host.close()
+        try:
+            if self.plugin_host is not None:
+                self.plugin_host.close()
+        finally:
+            for lock in reversed(self._log_dir_locks):
+                lock.release()
+            self._log_dir_locks.clear()
         self._set_state(BrokerState.STOPPED)
         if errors:
             raise errors[0]

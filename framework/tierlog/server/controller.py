@@ -57,6 +57,14 @@ _FORMAT_VERSION = 1
 ImageListener = Callable[[ClusterImage], None]
 
 
+def _reason(err: BaseException) -> str:
+    if isinstance(err, KeyError):
+        return f"missing {err}"
+    if isinstance(err, RecursionError):
+        return "nested too deep"
+    return str(err) or type(err).__name__
+
+
 class Controller:
     """Cluster metadata and the decisions about it; thread-safe (one lock, short sections)."""
 
@@ -95,32 +103,48 @@ class Controller:
             raw = self._path.read_bytes()
         except FileNotFoundError:
             return
+        except OSError as err:
+            raise KafkaStorageError(f"cannot read {self._path}: {err.strerror or err}") from err
         try:
             data = json.loads(raw)
-        except ValueError as err:
-            raise KafkaStorageError(f"{self._path} is not valid cluster metadata: {err}") from err
-        if data.get("version") != _FORMAT_VERSION:
-            raise KafkaStorageError(f"{self._path}: unknown metadata format {data.get('version')}")
+            version = data.get("version")
+        except (ValueError, RecursionError, AttributeError) as err:
+            raise KafkaStorageError(
+                f"{self._path} is not valid cluster metadata: {_reason(err)}"
+            ) from None
+        if version != _FORMAT_VERSION:
+            raise KafkaStorageError(f"{self._path}: unknown metadata format {version}")
+        try:
+            cluster_id = str(data["cluster_id"])
+            controller_epoch = int(data["controller_epoch"])
+            topics = {
+                name: TopicImage.from_json(name, topic_data)
+                for name, topic_data in data["topics"].items()
+            }
+            broker_configs = {
+                str(k): {str(n): str(v) for n, v in values.items()}
+                for k, values in data.get("broker_configs", {}).items()
+            }
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
+            raise KafkaStorageError(
+                f"{self._path} is not valid cluster metadata: {_reason(err)}"
+            ) from None
         configured = self.config.get_str("cluster.id")
-        if configured and configured != data["cluster_id"]:
+        if configured and configured != cluster_id:
             raise InvalidConfigError(
                 f"cluster.id = {configured!r}, but the data in {self._path.parent.parent} "
-                f"belongs to cluster {data['cluster_id']!r}",
+                f"belongs to cluster {cluster_id!r}",
                 key="cluster.id",
                 value=configured,
             )
-        self._cluster_id = str(data["cluster_id"])
-        self._controller_epoch = int(data["controller_epoch"])
+        self._cluster_id = cluster_id
+        self._controller_epoch = controller_epoch
         # Nobody leads until its broker registers again; the election then bumps the epoch.
         self._topics = {}
-        for name, topic_data in data["topics"].items():
-            topic = TopicImage.from_json(name, topic_data)
+        for name, topic in topics.items():
             offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
             self._topics[name] = attrs.evolve(topic, partitions=offline)
-        self._broker_configs = {
-            str(k): {str(n): str(v) for n, v in values.items()}
-            for k, values in data.get("broker_configs", {}).items()
-        }
+        self._broker_configs = broker_configs
 
     def _persist(self) -> None:
         data = {

@@ -18,13 +18,13 @@ import base64
 import binascii
 import functools
 import re
-import urllib.parse
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
 from tierlog.config import (
+    HIDDEN,
     REQUIRED,
     ConfigDef,
     ConfigKey,
@@ -34,6 +34,7 @@ from tierlog.config import (
     at_least,
     between,
     one_of,
+    url_has_userinfo,
 )
 from tierlog.errors import InvalidConfigError
 
@@ -231,6 +232,7 @@ def config_def() -> ConfigDef:
         ConfigRule(
             "retry backoff bounds", ("retry.backoff.ms", "retry.backoff.max.ms"), _check_backoff
         ),
+        ConfigRule("storage options nest consistently", (), _check_storage_options),
     )
     return ConfigDef(keys=keys, rules=rules, raw_prefixes=(STORAGE_PREFIX,))
 
@@ -253,10 +255,14 @@ def url_protocol(url: str) -> str:
 
 def _check_url(values: Mapping[str, object]) -> None:
     url = str(values["url"])
-    if "@" in urllib.parse.urlsplit(url).netloc:  # checked first: the URL is never echoed then
+    # Checked first, so that a URL with credentials is never echoed by a later message; stricter
+    # than urllib, which misreads a password holding '/', '?' or '#' as the start of the path.
+    if url_has_userinfo(url):
         raise InvalidConfigError(
-            "url must not carry credentials; give them as storage.<option> keys",
+            "url must not carry credentials (user:password@ before the host); give them as "
+            "storage.<option> keys",
             key="url",
+            value=HIDDEN,
         )
     protocol = url_protocol(url)
     import fsspec  # at configure time only: the plugin module stays import-light
@@ -374,6 +380,10 @@ def _check_backoff(values: Mapping[str, object]) -> None:
         raise InvalidConfigError(
             "retry.backoff.max.ms must be at least retry.backoff.ms", key="retry.backoff.max.ms"
         )
+
+
+def _check_storage_options(values: Mapping[str, object]) -> None:
+    storage_options(values)
 
 
 # --- storage options --------------------------------------------------------------------------
