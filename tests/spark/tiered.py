@@ -19,7 +19,7 @@ from tests.server.conftest import T0, Client
 #: A record as the tests compare it: (topic, partition, offset, value, timestamp ms).
 Record = tuple[str, int, int, bytes, int]
 DAY_MS = 86_400_000
-TICK_MS = DAY_MS // 100
+TICK_MS = DAY_MS // 400
 #: The first record's timestamp: ten ticks before a UTC midnight three to four days ago, so the
 #: records cross a UTC day at the same offset whatever the time of day the tests run.
 FIRST_TIMESTAMP = (T0 - 3 * DAY_MS) // DAY_MS * DAY_MS - 10 * TICK_MS
