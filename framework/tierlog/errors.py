@@ -91,6 +91,13 @@ class RecordTooLargeError(TierlogError):
     code, kafka_name = 10, "MESSAGE_TOO_LARGE"
 
 
+class StaleControllerEpochError(TierlogError):
+    """A controller request (LeaderAndIsr, StopReplica) from an older controller than the
+    broker knows; nothing in it is applied."""
+
+    code, kafka_name = 11, "STALE_CONTROLLER_EPOCH"
+
+
 class InvalidTopicError(TierlogError, ValueError):
     code, kafka_name = 17, "INVALID_TOPIC_EXCEPTION"
 
@@ -109,6 +116,12 @@ class NotEnoughReplicasAfterAppendError(RetriableError):
 
 class InvalidRequiredAcksError(TierlogError, ValueError):
     code, kafka_name = 21, "INVALID_REQUIRED_ACKS"
+
+
+class TopicAuthorizationFailedError(TierlogError):
+    """The client may not do this to the topic (in tierlog: delete an internal topic)."""
+
+    code, kafka_name = 29, "TOPIC_AUTHORIZATION_FAILED"
 
 
 class InvalidTimestampError(TierlogError, ValueError):
