@@ -193,6 +193,13 @@ class KafkaStorageError(RetriableError):
     code, kafka_name = 56, "KAFKA_STORAGE_ERROR"
 
 
+class FetchSessionIdNotFoundError(RetriableError):
+    """An incremental fetch named a fetch session the broker does not have (tierlog opens
+    none): the client falls back to a full fetch."""
+
+    code, kafka_name = 70, "FETCH_SESSION_ID_NOT_FOUND"
+
+
 class FencedLeaderEpochError(RetriableError):
     """The request carried a leader epoch older than the replica's."""
 

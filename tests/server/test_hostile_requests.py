@@ -2,10 +2,10 @@
 
 Each case sends one well-typed request with malformed values (empty, negative, -1, 2**31-1,
 2**63-1 and beyond, huge lists, NUL, path traversal, very long names) through the cluster's
-transport, as a client would, and checks every error code of the answer in order
-(:func:`codes`: top-level codes after the items they follow, as the fields are declared). After
-each case the records acknowledged before it must still be there, and no directory may have
-appeared outside the log dirs. One cluster serves every case: none of them may change it.
+transport, as a client would, and checks every error code of the answer, in the order the
+response declares its fields (:func:`codes`). After each case the records acknowledged before it
+must still be there and the topics unchanged; at the end no directory may have appeared for a
+hostile name. One cluster serves every case: none of them may change it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import (
     FencedLeaderEpochError,
+    FetchSessionIdNotFoundError,
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -60,6 +61,10 @@ FENCED = FencedLeaderEpochError.code
 NOT_LEADER = NotLeaderOrFollowerError.code
 NO_REASSIGNMENT = NoReassignmentInProgressError.code
 STALE = StaleControllerEpochError.code
+SESSION = FetchSessionIdNotFoundError.code
+
+TOPIC, BROKER = p.ResourceType.TOPIC, p.ResourceType.BROKER
+SET, APPEND = p.AlterConfigOp.SET, p.AlterConfigOp.APPEND
 
 INT32_MAX, INT64_MAX = (1 << 31) - 1, (1 << 63) - 1
 BAD_NAMES = {
@@ -299,10 +304,6 @@ def alter_twice(c: Ctx) -> tuple[int, p.Request]:
     return 0, p.IncrementalAlterConfigsRequest([resource, resource])
 
 
-TOPIC, BROKER = p.ResourceType.TOPIC, p.ResourceType.BROKER
-SET, APPEND = p.AlterConfigOp.SET, p.AlterConfigOp.APPEND
-
-
 def case(name: str, build: Build, *expected: int) -> Any:
     return pytest.param(build, list(expected), id=name)
 
@@ -317,13 +318,13 @@ def many(count: int, code: int) -> list[int]:
     return [code] * count
 
 
-ANSWERS = (-1, INT32_MAX, INT64_MAX)
+EDGES = (-1, INT32_MAX, INT64_MAX)
 OUTSIDE_INT32 = (1 << 31, -(1 << 31) - 1)
 
 CASES: list[Any] = [
     # Produce
     *each("produce-name", BAD_NAMES, produce, INVALID_TOPIC),
-    *each("produce-partition", ANSWERS, lambda i: produce(index=i), UNKNOWN),
+    *each("produce-partition", EDGES, lambda i: produce(index=i), UNKNOWN),
     *each("produce-acks", (2, -2, INT64_MAX), lambda a: produce(acks=a), ACKS),
     case("produce-internal", produce(INTERNAL), INVALID_TOPIC),
     case(
@@ -361,6 +362,13 @@ CASES: list[Any] = [
         NONE,
     ),
     case("fetch-max-bytes", fetch(max_bytes=-1), INVALID_REQUEST),
+    *each(
+        "fetch-session-epoch",
+        (1, -2, INT64_MAX),
+        lambda e: fetch(session_id=7, session_epoch=e),
+        SESSION,
+    ),
+    case("fetch-full-closing-a-session", fetch(session_id=INT32_MAX, session_epoch=-1), NONE, NONE),
     *each(
         "fetch-isolation", (2, -1, INT64_MAX), lambda i: fetch(isolation_level=i), INVALID_REQUEST
     ),
@@ -494,7 +502,7 @@ CASES: list[Any] = [
     *each("epochs-partition", (-1, INT64_MAX), lambda i: epochs(index=i), UNKNOWN),
     case("epochs-current-future", epochs(current=INT32_MAX), UNKNOWN_EPOCH),
     case("epochs-current-negative", epochs(current=-2), FENCED),
-    *each("epochs-epoch", ANSWERS, lambda e: epochs(epoch=e), NONE),
+    *each("epochs-epoch", EDGES, lambda e: epochs(epoch=e), NONE),
     # WriteTxnMarkers
     *each(
         "marker-producer-id",
@@ -579,7 +587,7 @@ CASES: list[Any] = [
     ),
     case("alter-broker-static-key", alter(BROKER, "0", ("broker.id", SET, "7")), INVALID_CONFIG),
     # AlterPartitionReassignments, ListPartitionReassignments
-    *each("reassign-partition", ANSWERS, lambda i: reassign(index=i, replicas=[0]), UNKNOWN, NONE),
+    *each("reassign-partition", EDGES, lambda i: reassign(index=i, replicas=[0]), UNKNOWN, NONE),
     *each("reassign-name", BAD_NAMES, lambda n: reassign(n, replicas=[0]), UNKNOWN, NONE),
     *each(
         "reassign-replicas",

@@ -64,7 +64,7 @@ from .delayed_list_offsets import (
     with_list_offsets_results,
 )
 from .delayed_produce import DelayedProduce, PendingAck
-from .error_responses import error_response
+from .error_responses import error_response, txn_marker_error
 from .fetch import (
     DelayedFetch,
     DelayedRemoteFetch,
@@ -559,9 +559,13 @@ class Broker:
             case p.WriteTxnMarkersRequest():
                 return self._write_txn_markers(request)
             case p.DescribeConfigsRequest():
-                return self._describe_configs(request)
+                return config_ops.describe_configs(
+                    request, self.broker_id, self.config, self.controller
+                )
             case p.IncrementalAlterConfigsRequest():
-                return self._alter_configs(request)
+                return config_ops.alter_configs(
+                    request, self.broker_id, self.config, self.controller
+                )
             case p.LeaderAndIsrRequest():
                 return self._leader_and_isr(request)
             case p.StopReplicaRequest():
@@ -669,8 +673,8 @@ class Broker:
     def _fetch(self, request: p.FetchRequest) -> p.FetchResponse:
         try:
             check_fetch_request(request)
-        except InvalidRequestError:
-            return p.FetchResponse((), error_code=InvalidRequestError.code or -1)
+        except TierlogError as err:
+            return p.FetchResponse((), error_code=error_code_of(err))
         image = self.controller.image()
         topics = [self._resolve_fetch_topic(image, topic) for topic in request.topics]
         if request.replica_id >= 0:
@@ -1104,26 +1108,24 @@ class Broker:
         image = self.controller.image()
         markers = []
         for marker in request.markers:
-            control = ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
-            refusal: InvalidRequestError | None = None
             try:
                 check_txn_marker(marker)
-                records = build_control_batch(
-                    control,
-                    producer_id=marker.producer_id,
-                    producer_epoch=marker.producer_epoch,
-                    timestamp=int(time.time() * 1000),
-                    coordinator_epoch=marker.coordinator_epoch,
-                )
             except InvalidRequestError as err:
-                refusal, records = err, b""
+                markers.append(txn_marker_error(marker, err.code or -1))
+                continue
+            control = ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
+            records = build_control_batch(
+                control,
+                producer_id=marker.producer_id,
+                producer_epoch=marker.producer_epoch,
+                timestamp=int(time.time() * 1000),
+                coordinator_epoch=marker.coordinator_epoch,
+            )
             topics = []
             for topic in marker.topics:
                 results = []
                 for index in topic.partition_indexes:
                     try:
-                        if refusal is not None:
-                            raise refusal
                         partition = self._leader_partition(image, topic.name, index)
                         partition.append_records_to_leader(records, AppendOrigin.COORDINATOR)
                         self._on_append(partition.topic_partition)
@@ -1135,16 +1137,6 @@ class Broker:
                 topics.append(p.WritableTxnMarkerTopicResult(topic.name, results))
             markers.append(p.WritableTxnMarkerResult(marker.producer_id, topics))
         return p.WriteTxnMarkersResponse(markers)
-
-    # --- configs --------------------------------------------------------------------------
-
-    def _describe_configs(self, request: p.DescribeConfigsRequest) -> p.DescribeConfigsResponse:
-        return config_ops.describe_configs(request, self.broker_id, self.config, self.controller)
-
-    def _alter_configs(
-        self, request: p.IncrementalAlterConfigsRequest
-    ) -> p.IncrementalAlterConfigsResponse:
-        return config_ops.alter_configs(request, self.broker_id, self.config, self.controller)
 
     # --- controller requests --------------------------------------------------------------
 

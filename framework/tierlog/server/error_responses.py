@@ -104,24 +104,7 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
                 ]
             )
         case p.WriteTxnMarkersRequest():
-            return p.WriteTxnMarkersResponse(
-                [
-                    p.WritableTxnMarkerResult(
-                        m.producer_id,
-                        [
-                            p.WritableTxnMarkerTopicResult(
-                                t.name,
-                                [
-                                    p.WritableTxnMarkerPartitionResult(i, code)
-                                    for i in t.partition_indexes
-                                ],
-                            )
-                            for t in m.topics
-                        ],
-                    )
-                    for m in request.markers
-                ]
-            )
+            return p.WriteTxnMarkersResponse([txn_marker_error(m, code) for m in request.markers])
         case p.DescribeConfigsRequest():
             return p.DescribeConfigsResponse(
                 [
@@ -169,3 +152,16 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
                     for s in request.partition_states
                 ],
             )
+
+
+def txn_marker_error(marker: p.WritableTxnMarker, code: int) -> p.WritableTxnMarkerResult:
+    """One transaction marker answered with ``code`` for each of its partitions."""
+    return p.WritableTxnMarkerResult(
+        marker.producer_id,
+        [
+            p.WritableTxnMarkerTopicResult(
+                t.name, [p.WritableTxnMarkerPartitionResult(i, code) for i in t.partition_indexes]
+            )
+            for t in marker.topics
+        ],
+    )

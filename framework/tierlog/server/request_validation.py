@@ -8,10 +8,12 @@ a purgatory; the handlers call them per partition, so one bad field fails only i
 What Kafka answers, and where tierlog answers more precisely:
 
 - Fetch: an unknown ``isolation_level`` or a negative ``max_bytes`` fails the whole request
-  with INVALID_REQUEST in the top-level error code (as Kafka's ``FetchRequest.getErrorResponse``).
-  A negative ``partition_max_bytes`` is INVALID_REQUEST for its partition: Kafka passes it on
-  to ``LogSegment.read``, which throws, and answers UNKNOWN_SERVER_ERROR; tierlog names the
-  field instead. A negative partition index is UNKNOWN_TOPIC_OR_PARTITION (Kafka's metadata
+  with INVALID_REQUEST in the top-level error code (as Kafka's ``FetchRequest.getErrorResponse``),
+  and an incremental fetch (session epoch other than 0 or -1) with FETCH_SESSION_ID_NOT_FOUND,
+  as Kafka's ``FetchManager.newContext`` answers for a session it does not hold (tierlog holds
+  none). A negative ``partition_max_bytes`` is INVALID_REQUEST for its partition: Kafka passes
+  it on to ``LogSegment.read``, which throws, and answers UNKNOWN_SERVER_ERROR; tierlog names
+  the field instead. A negative partition index is UNKNOWN_TOPIC_OR_PARTITION (Kafka's metadata
   cache knows no such partition); a negative ``fetch_offset`` is the log's
   OFFSET_OUT_OF_RANGE. Negative ``max_wait_ms`` and ``min_bytes`` mean "answer now", as in
   Kafka. A ``replica_id`` that is not a replica of the partition is NOT_LEADER_OR_FOLLOWER
@@ -40,6 +42,7 @@ from typing import Final
 
 from ..config import TopicConfig
 from ..errors import (
+    FetchSessionIdNotFoundError,
     InvalidRequestError,
     NotLeaderOrFollowerError,
     PolicyViolationError,
@@ -57,6 +60,7 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MAX: Final = (1 << 63) - 1
 
 _ISOLATION_LEVELS: Final = frozenset(int(level) for level in p.IsolationLevel)
+_FULL_FETCH_EPOCHS: Final = frozenset({0, -1})
 
 
 def check_partition_index(topic: str, index: int) -> None:
@@ -78,6 +82,11 @@ def check_fetch_request(request: p.FetchRequest) -> None:
     check_isolation_level(request.isolation_level)
     if request.max_bytes < 0:
         raise InvalidRequestError(f"max_bytes must not be negative, got {request.max_bytes}")
+    if request.session_epoch not in _FULL_FETCH_EPOCHS:
+        raise FetchSessionIdNotFoundError(
+            f"fetch session {request.session_id} (epoch {request.session_epoch}) does not "
+            f"exist: this broker answers full fetches only (session epoch 0 or -1)"
+        )
 
 
 def fetch_partition_error(fetch: p.FetchPartition) -> int:
