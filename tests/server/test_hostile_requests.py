@@ -79,6 +79,7 @@ BAD_NAMES = {
     "very-long": "x" * 100_000,
 }
 KEPT = "kept"
+SCRATCH = "scratch"  # the one topic cases may write to
 INTERNAL = "__consumer_offsets"
 
 
@@ -117,6 +118,7 @@ def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ctx]:
         client = Client(cluster)
         client.create(KEPT, partitions=2, replication_factor=2)
         client.create("compacted", cleanup_policy="compact")
+        client.create(SCRATCH, replication_factor=2)
         cluster.controller.create_topic(INTERNAL, 1, 1, internal=True)
         assert client.produce(KEPT, 0, batch(3)).error_code == NONE
         topic = client.metadata(KEPT).topics[0]
@@ -149,12 +151,13 @@ def to_any(make: Callable[[Ctx], p.Request]) -> Build:
 # --- request builders ---------------------------------------------------------------------------
 
 
-def produce(topic: str = KEPT, index: int = 0, *, acks: int = 1) -> Build:
-    return to_leader(
-        lambda c: p.ProduceRequest(
-            acks, 5000, [p.TopicProduceData(topic, [p.PartitionProduceData(index, batch(1))])]
-        )
-    )
+def produce(topic: str = KEPT, index: int = 0, *, acks: int = 1, timeout_ms: int = 5000) -> Build:
+    def make(c: Ctx) -> tuple[int, p.Request]:
+        data = [p.TopicProduceData(topic, [p.PartitionProduceData(index, batch(1))])]
+        leader = c.client.leader(SCRATCH) if topic == SCRATCH else c.leader
+        return leader, p.ProduceRequest(acks, timeout_ms, data)
+
+    return make
 
 
 def fetch(
@@ -327,6 +330,7 @@ CASES: list[Any] = [
     *each("produce-partition", EDGES, lambda i: produce(index=i), UNKNOWN),
     *each("produce-acks", (2, -2, INT64_MAX), lambda a: produce(acks=a), ACKS),
     case("produce-internal", produce(INTERNAL), INVALID_TOPIC),
+    case("produce-endless-timeout", produce(SCRATCH, acks=-1, timeout_ms=INT64_MAX), NONE),
     case(
         "produce-huge-list",
         to_leader(
@@ -622,7 +626,8 @@ def test_hostile_request_gets_kafkas_error_and_changes_nothing(
     assert codes(response) == expected
     kept = ctx.client.fetch(KEPT)
     assert (kept.error_code, values(kept.records)) == (NONE, [b"v-0", b"v-1", b"v-2"])
-    assert sorted(t.name for t in ctx.client.metadata().topics) == [INTERNAL, "compacted", KEPT]
+    topics = sorted(t.name for t in ctx.client.metadata().topics)
+    assert topics == [INTERNAL, "compacted", KEPT, SCRATCH]
 
 
 def test_a_time_before_every_record_finds_the_first_one(ctx: Ctx) -> None:
