@@ -239,11 +239,23 @@ def reassign(topic: str = KEPT, index: int = 0, replicas: list[int] | None = Non
 
 
 def leader_and_isr(
-    topic: str, index: int = 0, *, stale: bool = False, with_id: bool = True
+    topic: str,
+    index: int = 0,
+    *,
+    stale: bool = False,
+    with_id: bool = True,
+    leader_epoch: int = 0,
+    partition_epoch: int = 0,
 ) -> Build:
     def make(c: Ctx) -> p.Request:
         state = p.LeaderAndIsrPartitionState(
-            topic, index, c.leader, 0, [c.leader], replicas=[c.leader]
+            topic,
+            index,
+            c.leader,
+            leader_epoch,
+            [c.leader],
+            partition_epoch=partition_epoch,
+            replicas=[c.leader],
         )
         epoch = -1 if stale else c.controller_epoch
         ids = [(topic, Uuid.random())] if with_id else []
@@ -606,6 +618,20 @@ CASES: list[Any] = [
     case("leader-and-isr-stale", leader_and_isr(KEPT, stale=True), STALE),
     *each("leader-and-isr-name", BAD_NAMES, leader_and_isr, NONE, INVALID_TOPIC),
     case("leader-and-isr-partition-negative", leader_and_isr("fresh", -1), NONE, UNKNOWN),
+    *each(
+        "leader-and-isr-leader-epoch",
+        (-1, 1 << 31, INT64_MAX),
+        lambda e: leader_and_isr("fresh", leader_epoch=e),
+        NONE,
+        INVALID_REQUEST,
+    ),
+    *each(
+        "leader-and-isr-partition-epoch",
+        (-1, 1 << 31),
+        lambda e: leader_and_isr("fresh", partition_epoch=e),
+        NONE,
+        INVALID_REQUEST,
+    ),
     case(
         "leader-and-isr-no-topic-id", leader_and_isr("fresh", with_id=False), NONE, INVALID_REQUEST
     ),

@@ -90,6 +90,7 @@ from .request_validation import (
     check_fetch_request,
     check_fetching_replica,
     check_isolation_level,
+    check_leader_and_isr_state,
     check_records_deletable,
     check_replica_state,
     check_txn_marker,
@@ -1154,7 +1155,7 @@ class Broker:
         start_fetching: dict[TopicPartition, InitialFetchState] = {}
         for state in request.partition_states:
             try:
-                check_replica_state(state.topic_name, state.partition_index)
+                check_leader_and_isr_state(state)
                 topic_id = topic_id_of(state.topic_name, topic_ids)
             except TierlogError as err:
                 errors.append(

@@ -31,8 +31,9 @@ What Kafka answers, and where tierlog answers more precisely:
 - LeaderAndIsr and StopReplica: a request from an older controller is STALE_CONTROLLER_EPOCH
   as a whole (Kafka's ``ReplicaManager``); a partition with an illegal topic name (the name
   becomes a directory) is INVALID_TOPIC_EXCEPTION, one with a negative index
-  UNKNOWN_TOPIC_OR_PARTITION, and a LeaderAndIsr partition whose topic has no id
-  INVALID_REQUEST.
+  UNKNOWN_TOPIC_OR_PARTITION, and a LeaderAndIsr partition whose topic has no id or whose
+  epochs are not int32 values a controller gives (0 and up) INVALID_REQUEST. Beyond that their
+  content is trusted, as in Kafka, where only the controller may send them.
 """
 
 from __future__ import annotations
@@ -155,6 +156,17 @@ def check_replica_state(topic: str, index: int) -> None:
     """A partition named by the controller must be one this broker could host on disk."""
     validate_topic_name(topic, internal_allowed=True)
     check_partition_index(topic, index)
+
+
+def check_leader_and_isr_state(state: p.LeaderAndIsrPartitionState) -> None:
+    """The epochs a replica will record must be int32 values a controller can give."""
+    check_replica_state(state.topic_name, state.partition_index)
+    for name, epoch in (
+        ("leader_epoch", state.leader_epoch),
+        ("partition_epoch", state.partition_epoch),
+    ):
+        if not 0 <= epoch <= INT32_MAX:
+            raise InvalidRequestError(f"{name} must be in [0, {INT32_MAX}], got {epoch}")
 
 
 def topic_id_of(topic: str, topic_ids: Mapping[str, Uuid]) -> Uuid:
