@@ -67,8 +67,11 @@ def _publish(cluster: Any, partitions: list[Any], segments: int) -> int:
         RemoteLogSegmentState,
     )
 
+    # Seeds the topic as the runtime's own writer does: clients may not write it.
     producer = Producer(
-        cluster.transport, {"linger.ms": "20", "batch.size": str(1 << 20), "acks": "all"}
+        cluster.transport,
+        {"linger.ms": "20", "batch.size": str(1 << 20), "acks": "all"},
+        internal_topics_allowed=True,
     )
     sent = 0
     for tip in partitions:

@@ -110,6 +110,13 @@ class RecordTooLargeError(TierlogError):
     code, kafka_name = 10, "MESSAGE_TOO_LARGE"
 
 
+class StaleControllerEpochError(TierlogError):
+    """A controller request (LeaderAndIsr, StopReplica) from an older controller than the
+    broker knows; nothing in it is applied."""
+
+    code, kafka_name = 11, "STALE_CONTROLLER_EPOCH"
+
+
 class InvalidTopicError(TierlogError, ValueError):
     code, kafka_name = 17, "INVALID_TOPIC_EXCEPTION"
 
@@ -128,6 +135,12 @@ class NotEnoughReplicasAfterAppendError(RetriableError):
 
 class InvalidRequiredAcksError(TierlogError, ValueError):
     code, kafka_name = 21, "INVALID_REQUIRED_ACKS"
+
+
+class TopicAuthorizationFailedError(TierlogError):
+    """The client may not do this to the topic (in tierlog: delete an internal topic)."""
+
+    code, kafka_name = 29, "TOPIC_AUTHORIZATION_FAILED"
 
 
 class InvalidTimestampError(TierlogError, ValueError):
@@ -222,6 +235,13 @@ class LogDirLockedError(TierlogError):
     As in Kafka, one directory serves one broker at a time; the message names the directory and
     the holder (pid and host) as the holder wrote them into the lock file.
     """
+
+
+class FetchSessionIdNotFoundError(RetriableError):
+    """An incremental fetch named a fetch session the broker does not have (tierlog opens
+    none): the client falls back to a full fetch."""
+
+    code, kafka_name = 70, "FETCH_SESSION_ID_NOT_FOUND"
 
 
 class FencedLeaderEpochError(RetriableError):

@@ -8,13 +8,16 @@ from collections.abc import Callable
 import pytest
 from tierlog.client import Admin, Consumer, NewTopic, Producer
 from tierlog.client.admin import AlterConfig, ConfigResource
+from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidTimestampError,
     InvalidTopicError,
     OffsetOutOfRangeError,
+    PolicyViolationError,
     RecordTooLargeError,
+    TopicAuthorizationFailedError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -142,4 +145,38 @@ def test_a_record_stamped_hours_ahead_fails_with_its_own_reason(
         ahead.result()
     with pytest.raises(InvalidTimestampError, match="invalid timestamps: 1 record"):
         fine.result()
+    _unchanged(admin)
+
+
+def test_internal_topics_are_the_runtimes(
+    cluster: EmbeddedCluster,
+    kept: Producer,
+    admin: Admin,
+    make_producer: Callable[..., Producer],
+) -> None:
+    internal = "__remote_log_metadata"
+    cluster.controller.create_topic(internal, 1, 1, {"cleanup.policy": "delete"}, internal=True)
+
+    assert internal not in admin.list_topics()
+    assert internal in admin.list_topics(internal=True)
+    with pytest.raises(TopicAuthorizationFailedError, match=internal):
+        admin.delete_topics([internal])
+    with pytest.raises(InvalidTopicError, match="internal topic"):
+        make_producer().send(internal, b"forged", partition=0).result()
+    with pytest.raises(InvalidTopicError, match="deleting records"):
+        admin.delete_records({TopicPartition(internal, 0): -1})
+    with pytest.raises(InvalidConfigError, match=r"cleanup\.policy"):
+        admin.alter_configs(
+            {ConfigResource.topic(internal): [AlterConfig("cleanup.policy", "compact")]}
+        )
+    with pytest.raises(TopicExistsError):
+        admin.create_topics([NewTopic(internal, 1, 1)])
+    assert admin.list_topics(internal=True) == {TP.topic, internal}
+    _unchanged(admin)
+
+
+def test_oversized_topics_are_refused_by_policy(kept: Producer, admin: Admin) -> None:
+    for partitions in (1_000_000, 2**31 - 1):
+        with pytest.raises(PolicyViolationError, match=r"max\.partitions\.per\.request"):
+            admin.create_topics([NewTopic("huge", partitions, 1)])
     _unchanged(admin)

@@ -15,10 +15,16 @@ from tests.server.conftest import batch, offsets, values
 from .conftest import Tiered, wait_until
 
 
-def offloaded(tiered: Tiered, topic: str = "t", batches: int = 30) -> int:
+def offloaded(
+    tiered: Tiered, topic: str = "t", batches: int = 30, *, replication_factor: int = 1
+) -> int:
     """A tiered topic whose local copies of tiered segments are gone; returns the local start."""
     tiered.client.create(
-        topic, segment_bytes="4096", remote_storage_enable="true", local_retention_bytes="1"
+        topic,
+        replication_factor=replication_factor,
+        segment_bytes="4096",
+        remote_storage_enable="true",
+        local_retention_bytes="1",
     )
     tiered.fill(topic, batches)
     plog = tiered.log(topic)
@@ -113,10 +119,14 @@ def test_a_full_reader_queue_answers_a_retriable_error(
 def test_a_follower_below_the_local_log_start_is_told_to_use_the_remote_tier(
     make_tiered: Callable[..., Tiered],
 ) -> None:
-    tiered = make_tiered(1)
-    offloaded(tiered)
-    request = p.FetchRequest([p.FetchTopic("t", [p.FetchPartition(0, 0, 1 << 20)])], replica_id=1)
-    answer = tiered.cluster.transport.send(0, request).responses[0].partitions[0]
+    tiered = make_tiered(2)
+    offloaded(tiered, replication_factor=2)
+    leader = tiered.client.leader("t")
+    follower = 1 - leader  # only a replica may fetch as a follower
+    request = p.FetchRequest(
+        [p.FetchTopic("t", [p.FetchPartition(0, 0, 1 << 20)])], replica_id=follower
+    )
+    answer = tiered.cluster.transport.send(leader, request).responses[0].partitions[0]
     assert answer.error_code == OffsetMovedToTieredStorageError.code
 
 

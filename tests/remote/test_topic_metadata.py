@@ -19,7 +19,9 @@ from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import (
     InvalidConfigError,
     InvalidStateTransitionError,
+    InvalidTopicError,
     RemoteStorageNotReadyError,
+    TopicAuthorizationFailedError,
 )
 from tierlog.metadata.checkpoint import CHECKPOINT_FILE_NAME
 from tierlog.metadata.partitioner import metadata_partition
@@ -32,6 +34,7 @@ from tierlog.model import (
     TopicPartition,
     Uuid,
 )
+from tierlog.server import protocol as p
 from tierlog.spi import RemoteLogMetadataManager
 
 from tests.metadata.support import (
@@ -64,6 +67,7 @@ from tests.metadata.test_memory_manager import (  # noqa: F401 - collected here 
     test_superset_upload_supersedes_every_covered_segment,
     test_update_for_an_unknown_segment_is_not_found,
 )
+from tests.server.conftest import batch
 
 from .conftest import tiered_settings, wait_until
 
@@ -146,6 +150,47 @@ def test_internal_topic_is_created_with_its_settings(cluster: EmbeddedCluster) -
     assert image.configs["retention.ms"] == "-1"
     assert image.configs["remote.storage.enable"] == "false"
     assert image.configs["cleanup.policy"] == "delete"
+
+
+def test_clients_cannot_delete_write_or_break_the_topic_and_tiering_goes_on(
+    cluster: EmbeddedCluster, rlmm: RemoteLogMetadataManager, segments: Segments
+) -> None:
+    before = segments.upload(0, 99)
+    send = cluster.transport.send
+    topic = cluster.controller.image().topic(TOPIC)
+    assert topic is not None
+
+    deleted = send(0, p.DeleteTopicsRequest([TOPIC])).responses[0]
+    forged = send(
+        topic.partitions[0].leader,
+        p.ProduceRequest(
+            1, 5000, [p.TopicProduceData(TOPIC, [p.PartitionProduceData(0, batch())])]
+        ),
+    ).responses[0]
+    trimmed = send(
+        0, p.DeleteRecordsRequest([p.DeleteRecordsTopic(TOPIC, [p.DeleteRecordsPartition(0, -1)])])
+    ).topics[0]
+    compacted = send(
+        0,
+        p.IncrementalAlterConfigsRequest(
+            [
+                p.AlterConfigsResource(
+                    p.ResourceType.TOPIC,
+                    TOPIC,
+                    [p.AlterableConfig("cleanup.policy", p.AlterConfigOp.SET, "compact")],
+                )
+            ]
+        ),
+    ).responses[0]
+
+    assert deleted.error_code == TopicAuthorizationFailedError.code
+    assert forged.partition_responses[0].error_code == InvalidTopicError.code
+    assert trimmed.partitions[0].error_code == InvalidTopicError.code
+    assert compacted.error_code == InvalidConfigError.code
+    after = segments.upload(100, 199)  # published through the runtime's own path
+    assert rlmm.remote_log_segment_metadata(TIP, 0, 50) == before
+    assert rlmm.remote_log_segment_metadata(TIP, 0, 150) == after
+    test_internal_topic_is_created_with_its_settings(cluster)
 
 
 def test_events_go_to_the_documented_metadata_partition(
@@ -320,7 +365,8 @@ def test_an_event_in_an_unknown_format_is_skipped_with_an_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     future_version = bytes([99]) + encode_event(segments.new(0, 9))[1:]
-    producer = Producer(cluster.transport)
+    # As a newer runtime's writer would: only the internal path may write the topic.
+    producer = Producer(cluster.transport, internal_topics_allowed=True)
     target = metadata_partition(TIP, 3)
     sent = producer.send(TOPIC, future_version, partition=target).result(timeout=30)
     producer.close()

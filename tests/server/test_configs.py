@@ -147,7 +147,7 @@ def test_invalid_topic_config_changes_apply_nothing(client: Client) -> None:
     assert bad_value.error_code == InvalidConfigError.code
     assert bad_value.error_message and "segment.bytes" in bad_value.error_message
     assert unknown.error_code == InvalidConfigError.code
-    assert not_a_list.error_code == InvalidRequestError.code
+    assert not_a_list.error_code == InvalidConfigError.code
     assert missing.error_code == UnknownTopicOrPartitionError.code
     assert entry(describe(client, TOPIC, "guarded"), "retention.ms").value == "60000"
 

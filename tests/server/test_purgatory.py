@@ -149,3 +149,19 @@ def test_waiting_fetch_is_answered_when_its_topic_is_deleted(tmp_path: Path) -> 
     response = answers[0]
     assert isinstance(response, p.FetchResponse)
     assert response.responses[0].partitions[0].error_code == UnknownTopicOrPartitionError.code
+
+
+def test_a_delay_longer_than_the_platform_can_wait_does_not_stop_expiration() -> None:
+    """A produce may ask to wait 2**63-1 ms: the reaper waits its longest and keeps expiring
+    shorter operations."""
+    purgatory: DelayedOperationPurgatory[Flag] = DelayedOperationPurgatory("test")
+    try:
+        endless = Flag((1 << 63) - 1, [False])
+        purgatory.try_complete_else_watch(endless, ["k"])
+        short = Flag(1, [False])
+        purgatory.try_complete_else_watch(short, ["k"])
+
+        assert short.wait(timeout=30)
+        assert (short.expirations, endless.is_completed) == (1, False)
+    finally:
+        purgatory.shutdown()

@@ -88,15 +88,22 @@ class Producer:
 
     ``send`` is thread-safe and returns at once with a future of :class:`RecordMetadata`; call
     ``flush`` to wait for everything sent so far, and ``close`` to deliver the rest and stop.
+
+    ``internal_topics_allowed`` is for the runtime's own writers (the topic-based metadata
+    manager): their produces travel the transport's internal path, the only one that may
+    append to internal topics. It is not a config key, so no configuration file can set it.
     """
 
     def __init__(
         self,
         transport: Transport,
         config: ProducerConfig | Mapping[str, Any] | None = None,
+        *,
+        internal_topics_allowed: bool = False,
     ) -> None:
         self._config = config = coerce_config(config, ProducerConfig)
         self._transport = transport
+        self._internal_topics_allowed = internal_topics_allowed
         self._metadata = MetadataCache(
             transport,
             request_timeout_ms=config.request_timeout_ms,
@@ -379,10 +386,11 @@ class Producer:
         )
         for batch in batches:
             batch.attempts += 1
+        send = (
+            self._transport.send_internal if self._internal_topics_allowed else self._transport.send
+        )
         try:
-            response = self._transport.send(
-                broker_id, request, timeout_ms=self._config.request_timeout_ms
-            )
+            response = send(broker_id, request, timeout_ms=self._config.request_timeout_ms)
         except RetriableError as err:
             for batch in batches:
                 self._metadata.mark_stale(batch.tp.topic)

@@ -94,6 +94,29 @@ _GENERAL_KEYS: Final = (
         doc="Replication factor of topics created without an explicit one.",
     ),
     ConfigKey(
+        "max.partitions.per.request",
+        INT,
+        10_000,
+        validator=at_least(1),
+        doc="Most partitions one CreateTopics request may create over all its topics (a topic "
+        "created on first use counts as a request of its own); a topic that would pass it is "
+        "refused with POLICY_VIOLATION before anything is allocated. Kafka has no such key, but "
+        "its KRaft controller refuses any single operation that would write more than 10000 "
+        "metadata records (QuorumController.MAX_RECORDS_PER_USER_OP) with the same error; "
+        "tierlog makes that bound a setting and counts partitions.",
+    ),
+    ConfigKey(
+        "max.partitions",
+        INT,
+        100_000,
+        validator=at_least(1),
+        doc="Most partitions the cluster may hold, internal topics included; a topic that would "
+        "pass it is refused with POLICY_VIOLATION. The name is KIP-578's, which Kafka never "
+        "adopted (it has no cap); tierlog sets one because every replica is a directory of "
+        "open files on its broker, and all brokers of an embedded cluster share one process. "
+        "Raise it for larger clusters.",
+    ),
+    ConfigKey(
         "min.insync.replicas",
         INT,
         1,

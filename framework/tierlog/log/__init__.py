@@ -45,6 +45,7 @@ from .partition_log import (
     PartitionLog,
     SegmentInfo,
     UploadableSegment,
+    is_search_by_time,
     iter_log_batches,
 )
 from .producer_state import (
@@ -133,6 +134,7 @@ __all__ = [
     "encode_snapshot",
     "files",
     "fsync_directory",
+    "is_search_by_time",
     "is_snapshot_file",
     "iter_log_batches",
     "list_snapshot_files",

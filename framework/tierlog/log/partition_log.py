@@ -105,6 +105,13 @@ MAX_TIMESTAMP: Final = -3
 EARLIEST_LOCAL_TIMESTAMP: Final = -4
 LATEST_TIERED_TIMESTAMP: Final = -5
 
+
+def is_search_by_time(timestamp: int) -> bool:
+    """Whether ListOffsets searches ``timestamp`` as a time: every value but the special ones
+    (a time before 1970 as well, which finds the first record, as in Kafka)."""
+    return timestamp >= 0 or timestamp < LATEST_TIERED_TIMESTAMP
+
+
 HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
 _INT32_MAX: Final = (1 << 31) - 1
 #: Rolled segments whose indexes stay in memory at once; the others load on use. A 1 GiB
@@ -1142,7 +1149,7 @@ class PartitionLog:
         Also answers Kafka's special timestamps: -2 (earliest), -4 (earliest local),
         -1 (latest: the log end), -3 (the record with the largest timestamp). -5 (latest
         tiered) is the remote tier's to answer and gives None here, as does a timestamp
-        newer than every record.
+        newer than every record. Below -5 is a time like any other (before every record).
         """
         with self._lock:
             self._check_open()
@@ -1162,7 +1169,7 @@ class PartitionLog:
                 return best.find_offset_by_timestamp(
                     best.max_timestamp_so_far, self._log_start_offset
                 )
-            if timestamp < 0:
+            if not is_search_by_time(timestamp):
                 return None
             for segment in self._segments:
                 if self._touch(segment).largest_timestamp >= timestamp:
@@ -1613,5 +1620,6 @@ __all__: Sequence[str] = (
     "PartitionLog",
     "SegmentInfo",
     "UploadableSegment",
+    "is_search_by_time",
     "iter_log_batches",
 )

@@ -199,7 +199,9 @@ class TopicBasedRemoteLogMetadataManager:
             consumer.close()
             raise
         producer = Producer(
-            transport, {"linger.ms": "0", "max.block.ms": "10000", **config.producer}
+            transport,
+            {"linger.ms": "0", "max.block.ms": "10000", **config.producer},
+            internal_topics_allowed=True,
         )
         with self._lock:
             if self._closing.is_set():

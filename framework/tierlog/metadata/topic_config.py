@@ -19,8 +19,9 @@ import attrs
 
 from ..config import ConfigDef, ConfigKey, ConfigType, any_of, at_least, one_of
 from ..errors import InvalidConfigError
+from ..server.internal_topics import REMOTE_LOG_METADATA_TOPIC
 
-TOPIC_NAME: Final = "__remote_log_metadata"
+TOPIC_NAME: Final = REMOTE_LOG_METADATA_TOPIC
 
 NUM_PARTITIONS: Final = "remote.log.metadata.topic.num.partitions"
 REPLICATION_FACTOR: Final = "remote.log.metadata.topic.replication.factor"

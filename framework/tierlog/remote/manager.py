@@ -45,7 +45,7 @@ from ..model import (
     TopicPartition,
     Uuid,
 )
-from ..server.topics import is_internal
+from ..server.internal_topics import is_internal
 from . import metrics as m
 from .copy import copy_log_segments, find_highest_remote_offset, now_ms
 from .expiration import expire_remote_segments

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..log import MAX_TIMESTAMP, PartitionLog, TimestampAndOffset
+from ..log import MAX_TIMESTAMP, PartitionLog, TimestampAndOffset, is_search_by_time
 from ..model import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
 from ..records import iter_batches
 from .reader import iter_stream_batches
@@ -100,7 +100,7 @@ def needs_remote_search(plog: PartitionLog, timestamp: int) -> bool:
     log holding records below its local log start can need the remote tier.
     """
     return (
-        (timestamp >= 0 or timestamp == MAX_TIMESTAMP)
+        (is_search_by_time(timestamp) or timestamp == MAX_TIMESTAMP)
         and plog.config.remote_storage_enable
         and plog.log_start_offset < plog.local_log_start_offset
     )

@@ -45,6 +45,7 @@ from ..errors import (
     RemoteStorageQueueFullError,
     ReplicaNotAvailableError,
     RequestTimedOutError,
+    StaleControllerEpochError,
     TierlogError,
     UnknownTopicOrPartitionError,
     error_code_of,
@@ -71,6 +72,7 @@ from .delayed_list_offsets import (
     with_list_offsets_results,
 )
 from .delayed_produce import DelayedProduce, PendingAck
+from .error_responses import error_response, txn_marker_error
 from .fetch import (
     DelayedFetch,
     DelayedRemoteFetch,
@@ -81,6 +83,7 @@ from .fetch import (
     with_partition_results,
 )
 from .image import ClusterImage, TopicImage
+from .internal_topics import check_client_append, check_client_delete_records, is_internal
 from .partition import (
     IsrChange,
     Partition,
@@ -90,7 +93,19 @@ from .partition import (
 )
 from .purgatory import DelayedOperationPurgatory
 from .replica_fetcher import InitialFetchState, ReplicaFetcherManager
-from .topics import is_internal, validate_topic_name
+from .request_validation import (
+    check_controller_epoch,
+    check_fetch_request,
+    check_fetching_replica,
+    check_isolation_level,
+    check_leader_and_isr_state,
+    check_records_deletable,
+    check_replica_state,
+    check_txn_marker,
+    fetch_partition_error,
+    topic_id_of,
+)
+from .topics import validate_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -545,9 +560,26 @@ class Broker:
     # --- dispatch -------------------------------------------------------------------------
 
     def handle(self, request: p.Request) -> p.Response:
-        """Answers one request. Content errors come back as error codes, never as exceptions."""
+        """Answers one request. Content errors come back as error codes, never as exceptions:
+        what a handler did not expect is logged and answered UNKNOWN_SERVER_ERROR."""
         if not self.serving:
             raise BrokerNotAvailableError(f"broker {self.broker_id} is {self._state.value}")
+        if not isinstance(request, p.Request):
+            raise InvalidRequestError(f"broker {self.broker_id} cannot handle {request!r}")
+        try:
+            return self._dispatch(request)
+        except Exception as err:
+            log.exception("broker %d: %s failed", self.broker_id, type(request).__name__)
+            return error_response(request, error_code_of(err), _message(err))
+
+    def handle_internal_produce(self, request: p.ProduceRequest) -> p.ProduceResponse:
+        """A produce from the runtime's own writers, the only one that may append to internal
+        topics (see :meth:`Transport.send_internal`)."""
+        if not self.serving:
+            raise BrokerNotAvailableError(f"broker {self.broker_id} is {self._state.value}")
+        return self._produce(request, internal_topics_allowed=True)
+
+    def _dispatch(self, request: p.Request) -> p.Response:
         match request:
             case p.ProduceRequest():
                 return self._produce(request)
@@ -572,18 +604,23 @@ class Broker:
             case p.WriteTxnMarkersRequest():
                 return self._write_txn_markers(request)
             case p.DescribeConfigsRequest():
-                return self._describe_configs(request)
+                return config_ops.describe_configs(
+                    request, self.broker_id, self.config, self.controller
+                )
             case p.IncrementalAlterConfigsRequest():
-                return self._alter_configs(request)
+                return config_ops.alter_configs(
+                    request, self.broker_id, self.config, self.controller
+                )
             case p.LeaderAndIsrRequest():
                 return self._leader_and_isr(request)
             case p.StopReplicaRequest():
                 return self._stop_replica(request)
-        raise InvalidRequestError(f"broker {self.broker_id} cannot handle {request!r}")
 
     # --- Produce --------------------------------------------------------------------------
 
-    def _produce(self, request: p.ProduceRequest) -> p.ProduceResponse:
+    def _produce(
+        self, request: p.ProduceRequest, *, internal_topics_allowed: bool = False
+    ) -> p.ProduceResponse:
         image = self.controller.image()
         appended: list[TopicPartition] = []
         topics: list[p.TopicProduceResponse] = []
@@ -597,6 +634,8 @@ class Broker:
                         raise InvalidRequiredAcksError(
                             f"acks must be 0, 1 or -1, got {request.acks}"
                         )
+                    if not internal_topics_allowed:
+                        check_client_append(topic.name)
                     partition = self._leader_partition(image, topic.name, data.index)
                     check_produce_partition_data(data.records)
                     if request.acks == p.Acks.ALL:
@@ -679,11 +718,10 @@ class Broker:
     # --- Fetch ----------------------------------------------------------------------------
 
     def _fetch(self, request: p.FetchRequest) -> p.FetchResponse:
-        if request.isolation_level not in (
-            p.IsolationLevel.READ_UNCOMMITTED,
-            p.IsolationLevel.READ_COMMITTED,
-        ):
-            return p.FetchResponse((), error_code=InvalidRequestError.code or -1)
+        try:
+            check_fetch_request(request)
+        except TierlogError as err:
+            return p.FetchResponse((), error_code=error_code_of(err))
         image = self.controller.image()
         topics = [self._resolve_fetch_topic(image, topic) for topic in request.topics]
         if request.replica_id >= 0:
@@ -691,9 +729,11 @@ class Broker:
 
         def lookup(tp: TopicPartition, fetch: p.FetchPartition) -> Partition:
             # The latest image: a parked fetch must see a topic deleted while it waited.
-            return self._leader_partition(
+            partition = self._leader_partition(
                 self.controller.image(), tp.topic, tp.partition, fetch.current_leader_epoch
             )
+            check_fetching_replica(partition, request.replica_id)
+            return partition
 
         rlm = self.remote_log_manager
         outcome = read_partitions(
@@ -701,7 +741,13 @@ class Broker:
         )
         if outcome.remote_reads:
             return self._remote_fetch(outcome)
-        keys = [TopicPartition(t.name, f.partition) for t in topics for f in t.partitions]
+        keys = [
+            TopicPartition(t.name, f.partition)
+            for t in topics
+            if t.error_code == p.NONE
+            for f in t.partitions
+            if fetch_partition_error(f) == p.NONE
+        ]
         if (
             request.max_wait_ms <= 0
             or outcome.bytes_read >= request.min_bytes
@@ -730,6 +776,8 @@ class Broker:
             if topic.error_code != p.NONE:
                 continue
             for fetch in topic.partitions:
+                if fetch_partition_error(fetch) != p.NONE:
+                    continue
                 tp = TopicPartition(topic.name, fetch.partition)
                 partition = self.partition(tp)
                 if partition is None or not partition.is_leader:
@@ -831,6 +879,7 @@ class Broker:
             results: list[p.ListOffsetsPartitionResponse] = []
             for part in topic.partitions:
                 try:
+                    check_isolation_level(request.isolation_level)
                     partition = self._leader_partition(
                         image, topic.name, part.partition_index, part.current_leader_epoch
                     )
@@ -1071,7 +1120,9 @@ class Broker:
             results = []
             for part in topic.partitions:
                 try:
+                    check_client_delete_records(topic.name)
                     partition = self._leader_partition(image, topic.name, part.partition_index)
+                    check_records_deletable(partition, self._topic_config(image.topic(topic.name)))
                     offset = part.offset
                     if offset == -1:
                         offset = partition.high_watermark
@@ -1117,6 +1168,11 @@ class Broker:
         image = self.controller.image()
         markers = []
         for marker in request.markers:
+            try:
+                check_txn_marker(marker)
+            except InvalidRequestError as err:
+                markers.append(txn_marker_error(marker, err.code or -1))
+                continue
             control = ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
             records = build_control_batch(
                 control,
@@ -1142,110 +1198,13 @@ class Broker:
             markers.append(p.WritableTxnMarkerResult(marker.producer_id, topics))
         return p.WriteTxnMarkersResponse(markers)
 
-    # --- configs --------------------------------------------------------------------------
-
-    def _describe_configs(self, request: p.DescribeConfigsRequest) -> p.DescribeConfigsResponse:
-        image = self.controller.image()
-        results = []
-        for resource in request.resources:
-            try:
-                if resource.resource_type == p.ResourceType.TOPIC:
-                    validate_topic_name(resource.resource_name, internal_allowed=True)
-                    topic = image.topic(resource.resource_name)
-                    if topic is None:
-                        raise UnknownTopicOrPartitionError(
-                            f"unknown topic {resource.resource_name!r}"
-                        )
-                    entries = config_ops.describe_topic(
-                        topic.configs,
-                        self.config,
-                        self.controller.broker_configs(self.broker_id),
-                        resource.configuration_keys,
-                        include_synonyms=request.include_synonyms,
-                        include_documentation=request.include_documentation,
-                    )
-                elif resource.resource_type == p.ResourceType.BROKER:
-                    self._check_broker_resource(resource.resource_name)
-                    entries = config_ops.describe_broker(
-                        self.config,
-                        self.controller.broker_configs(self.broker_id),
-                        resource.configuration_keys,
-                        include_synonyms=request.include_synonyms,
-                        include_documentation=request.include_documentation,
-                    )
-                else:
-                    raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
-                results.append(
-                    p.DescribeConfigsResult(
-                        resource.resource_type, resource.resource_name, configs=entries
-                    )
-                )
-            except Exception as err:
-                results.append(
-                    p.DescribeConfigsResult(
-                        resource.resource_type,
-                        resource.resource_name,
-                        error_code=error_code_of(err),
-                        error_message=_message(err),
-                    )
-                )
-        return p.DescribeConfigsResponse(results)
-
-    def _check_broker_resource(self, name: str) -> None:
-        if name != str(self.broker_id):
-            raise InvalidRequestError(
-                f"broker resource {name!r} must name this broker ({self.broker_id}); send "
-                f"requests about another broker to that broker"
-            )
-
-    def _alter_configs(
-        self, request: p.IncrementalAlterConfigsRequest
-    ) -> p.IncrementalAlterConfigsResponse:
-        results = []
-        for resource in request.resources:
-            try:
-                names = [c.name for c in resource.configs]
-                if len(set(names)) != len(names):
-                    raise InvalidRequestError("a config name appears twice for one resource")
-                if resource.resource_type == p.ResourceType.TOPIC:
-                    validate_topic_name(resource.resource_name, internal_allowed=True)
-                    topic = self.controller.image().topic(resource.resource_name)
-                    if topic is None:
-                        raise UnknownTopicOrPartitionError(
-                            f"unknown topic {resource.resource_name!r}"
-                        )
-                    changes = config_ops.topic_changes(topic.configs, self.config, resource.configs)
-                    self.controller.alter_topic_configs(
-                        topic.name, changes, validate_only=request.validate_only
-                    )
-                elif resource.resource_type == p.ResourceType.BROKER:
-                    self._check_broker_resource(resource.resource_name)
-                    broker_changes = config_ops.broker_changes(self.config, resource.configs)
-                    update = config_ops.validated_broker_update(self.config, broker_changes)
-                    if not request.validate_only:
-                        self.config.update(update)
-                        self.controller.record_broker_configs(
-                            resource.resource_name, broker_changes
-                        )
-                else:
-                    raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
-                results.append(
-                    p.AlterConfigsResourceResponse(resource.resource_type, resource.resource_name)
-                )
-            except Exception as err:
-                results.append(
-                    p.AlterConfigsResourceResponse(
-                        resource.resource_type,
-                        resource.resource_name,
-                        error_code=error_code_of(err),
-                        error_message=_message(err),
-                    )
-                )
-        return p.IncrementalAlterConfigsResponse(results)
-
     # --- controller requests --------------------------------------------------------------
 
     def _leader_and_isr(self, request: p.LeaderAndIsrRequest) -> p.LeaderAndIsrResponse:
+        try:
+            check_controller_epoch(request.controller_epoch, self.controller.image())
+        except StaleControllerEpochError as err:
+            return p.LeaderAndIsrResponse(error_code=err.code or -1)
         topic_ids = dict(request.topic_ids)
         errors = []
         leaders: list[Partition] = []
@@ -1254,11 +1213,20 @@ class Broker:
         fetchers = self.replica_fetcher_manager
         start_fetching: dict[TopicPartition, InitialFetchState] = {}
         for state in request.partition_states:
+            try:
+                check_leader_and_isr_state(state)
+                topic_id = topic_id_of(state.topic_name, topic_ids)
+            except TierlogError as err:
+                errors.append(
+                    p.LeaderAndIsrPartitionError(
+                        state.topic_name, state.partition_index, error_code_of(err)
+                    )
+                )
+                continue
             tp = TopicPartition(state.topic_name, state.partition_index)
             wanted.add(tp)
             code = p.NONE
             try:
-                topic_id = topic_ids[state.topic_name]
                 partition = self._get_or_create_partition(tp, topic_id)
                 if partition.is_stale_leader_and_isr(state):
                     log.info("broker %d: ignoring stale LeaderAndIsr for %s", self.broker_id, tp)
@@ -1304,15 +1272,22 @@ class Broker:
         return p.LeaderAndIsrResponse(partition_errors=errors)
 
     def _stop_replica(self, request: p.StopReplicaRequest) -> p.StopReplicaResponse:
+        try:
+            check_controller_epoch(request.controller_epoch, self.controller.image())
+        except StaleControllerEpochError as err:
+            return p.StopReplicaResponse(error_code=err.code or -1)
         errors = []
         for state in request.partition_states:
-            tp = TopicPartition(state.topic_name, state.partition_index)
             code = p.NONE
             try:
+                check_replica_state(state.topic_name, state.partition_index)
+                tp = TopicPartition(state.topic_name, state.partition_index)
                 self._remove_partition(tp, delete=state.delete_partition)
             except Exception as err:
                 code = error_code_of(err)
-            errors.append(p.StopReplicaPartitionError(tp.topic, tp.partition, code))
+            errors.append(
+                p.StopReplicaPartitionError(state.topic_name, state.partition_index, code)
+            )
         return p.StopReplicaResponse(partition_errors=errors)
 
     def _remove_partition(self, tp: TopicPartition, *, delete: bool) -> None:

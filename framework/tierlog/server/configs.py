@@ -4,19 +4,39 @@ Values travel as Kafka renders them (``true``/``false``, lists joined with ``,``
 None); sensitive values are always None. ``config_source`` says which layer a value comes
 from, as Kafka's does: a topic override, a dynamic broker config, the static broker file, or
 the default. Changes are validated completely before any is applied.
+
+Each resource is answered on its own, with Kafka's codes (``ConfigAdminManager``,
+``ConfigurationControlManager``, ``ControllerConfigurationValidator``): a resource named twice
+in one request, a config named twice for one resource, a null value for anything but DELETE,
+an unknown operation or resource type, an empty topic name, a broker other than this one:
+INVALID_REQUEST; an illegal topic name: INVALID_TOPIC_EXCEPTION; an unknown topic:
+UNKNOWN_TOPIC_OR_PARTITION; an unknown key, a bad value, APPEND or SUBTRACT on a key that is
+not a list, or a change to a config an internal topic depends on: INVALID_CONFIG.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import attrs
 
 from ..config import BrokerConfig, ConfigKey, ConfigType, resolve_topic_config
 from ..config.topic import TOPIC_CONFIG
-from ..errors import InvalidConfigError, InvalidRequestError
+from ..errors import (
+    InvalidConfigError,
+    InvalidRequestError,
+    UnknownTopicOrPartitionError,
+    error_code_of,
+)
 from . import protocol as p
+from .internal_topics import check_client_config_changes
+from .topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from .controller import Controller
 
 _TYPES = {
     ConfigType.BOOLEAN: p.ConfigType.BOOLEAN,
@@ -181,25 +201,25 @@ def broker_changes(config: BrokerConfig, ops: Iterable[p.AlterableConfig]) -> di
 
 def _apply(key: ConfigKey, current: str | None, op: p.AlterableConfig) -> str | None:
     operation = op.config_operation
-    if operation == p.AlterConfigOp.SET:
-        if op.value is None:
-            raise InvalidRequestError(f"SET {key.name} needs a value")
-        return op.value
     if operation == p.AlterConfigOp.DELETE:
         return None
-    if operation in (p.AlterConfigOp.APPEND, p.AlterConfigOp.SUBTRACT):
-        if key.type is not ConfigType.LIST:
-            raise InvalidRequestError(
-                f"{key.name} is not a list; APPEND and SUBTRACT apply only to lists"
-            )
-        items = [i for i in (current or "").split(",") if i]
-        given = [i.strip() for i in (op.value or "").split(",") if i.strip()]
-        if operation == p.AlterConfigOp.APPEND:
-            items.extend(i for i in given if i not in items)
-        else:
-            items = [i for i in items if i not in given]
-        return ",".join(items)
-    raise InvalidRequestError(f"unknown config operation {operation} for {key.name}")
+    if operation not in (p.AlterConfigOp.SET, p.AlterConfigOp.APPEND, p.AlterConfigOp.SUBTRACT):
+        raise InvalidRequestError(f"unknown config operation {operation} for {key.name}")
+    if op.value is None:
+        raise InvalidRequestError(f"{p.AlterConfigOp(operation).name} {key.name} needs a value")
+    if operation == p.AlterConfigOp.SET:
+        return op.value
+    if key.type is not ConfigType.LIST:
+        raise InvalidConfigError(
+            f"{key.name} is not a list; APPEND and SUBTRACT apply only to lists", key=key.name
+        )
+    items = [i for i in (current or "").split(",") if i]
+    given = [i.strip() for i in op.value.split(",") if i.strip()]
+    if operation == p.AlterConfigOp.APPEND:
+        items.extend(i for i in given if i not in items)
+    else:
+        items = [i for i in items if i not in given]
+    return ",".join(items)
 
 
 def validated_broker_update(
@@ -222,3 +242,123 @@ def validated_broker_update(
     )
     trial.update(update)
     return update
+
+
+# --- the requests ---------------------------------------------------------------------------
+
+
+def describe_configs(
+    request: p.DescribeConfigsRequest, broker_id: int, config: BrokerConfig, controller: Controller
+) -> p.DescribeConfigsResponse:
+    """DescribeConfigs on one broker: its own configs and any topic's."""
+    image = controller.image()
+    results = []
+    for resource in request.resources:
+        try:
+            if resource.resource_type == p.ResourceType.TOPIC:
+                validate_topic_name(resource.resource_name, internal_allowed=True)
+                topic = image.topic(resource.resource_name)
+                if topic is None:
+                    raise UnknownTopicOrPartitionError(f"unknown topic {resource.resource_name!r}")
+                entries = describe_topic(
+                    topic.configs,
+                    config,
+                    controller.broker_configs(broker_id),
+                    resource.configuration_keys,
+                    include_synonyms=request.include_synonyms,
+                    include_documentation=request.include_documentation,
+                )
+            elif resource.resource_type == p.ResourceType.BROKER:
+                _check_broker_resource(resource.resource_name, broker_id)
+                entries = describe_broker(
+                    config,
+                    controller.broker_configs(broker_id),
+                    resource.configuration_keys,
+                    include_synonyms=request.include_synonyms,
+                    include_documentation=request.include_documentation,
+                )
+            else:
+                raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+            results.append(
+                p.DescribeConfigsResult(
+                    resource.resource_type, resource.resource_name, configs=entries
+                )
+            )
+        except Exception as err:
+            results.append(
+                p.DescribeConfigsResult(
+                    resource.resource_type,
+                    resource.resource_name,
+                    error_code=error_code_of(err),
+                    error_message=str(err) or type(err).__name__,
+                )
+            )
+    return p.DescribeConfigsResponse(results)
+
+
+def alter_configs(
+    request: p.IncrementalAlterConfigsRequest,
+    broker_id: int,
+    config: BrokerConfig,
+    controller: Controller,
+) -> p.IncrementalAlterConfigsResponse:
+    """IncrementalAlterConfigs on one broker: its own dynamic configs and any topic's."""
+    named = Counter((r.resource_type, r.resource_name) for r in request.resources)
+    results = []
+    for resource in request.resources:
+        try:
+            if named[(resource.resource_type, resource.resource_name)] > 1:
+                raise InvalidRequestError("each resource must appear at most once")
+            names = [c.name for c in resource.configs]
+            if len(set(names)) != len(names):
+                raise InvalidRequestError("a config name appears twice for one resource")
+            if resource.resource_type == p.ResourceType.TOPIC:
+                _alter_topic(resource, config, controller, validate_only=request.validate_only)
+            elif resource.resource_type == p.ResourceType.BROKER:
+                _check_broker_resource(resource.resource_name, broker_id)
+                changes = broker_changes(config, resource.configs)
+                update = validated_broker_update(config, changes)
+                if not request.validate_only:
+                    config.update(update)
+                    controller.record_broker_configs(resource.resource_name, changes)
+            else:
+                raise InvalidRequestError(f"unsupported resource type {resource.resource_type}")
+            results.append(
+                p.AlterConfigsResourceResponse(resource.resource_type, resource.resource_name)
+            )
+        except Exception as err:
+            results.append(
+                p.AlterConfigsResourceResponse(
+                    resource.resource_type,
+                    resource.resource_name,
+                    error_code=error_code_of(err),
+                    error_message=str(err) or type(err).__name__,
+                )
+            )
+    return p.IncrementalAlterConfigsResponse(results)
+
+
+def _alter_topic(
+    resource: p.AlterConfigsResource,
+    config: BrokerConfig,
+    controller: Controller,
+    *,
+    validate_only: bool,
+) -> None:
+    if not resource.resource_name:
+        raise InvalidRequestError("default topic resources are not allowed")
+    validate_topic_name(resource.resource_name, internal_allowed=True)
+    topic = controller.image().topic(resource.resource_name)
+    if topic is None:
+        raise UnknownTopicOrPartitionError(f"unknown topic {resource.resource_name!r}")
+    changes = topic_changes(topic.configs, config, resource.configs)
+    check_client_config_changes(topic.name, changes)
+    controller.alter_topic_configs(topic.name, changes, validate_only=validate_only)
+
+
+def _check_broker_resource(name: str, broker_id: int) -> None:
+    if name != str(broker_id):
+        raise InvalidRequestError(
+            f"broker resource {name!r} must name this broker ({broker_id}); send requests "
+            f"about another broker to that broker"
+        )

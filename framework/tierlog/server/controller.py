@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -30,9 +30,7 @@ from ..config.topic import TOPIC_CONFIG
 from ..errors import (
     FencedLeaderEpochError,
     InvalidConfigError,
-    InvalidPartitionsError,
     InvalidReplicaAssignmentError,
-    InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
     KafkaStorageError,
@@ -46,6 +44,8 @@ from ..log.checkpoint import write_atomically
 from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
 from .image import ClusterImage, PartitionRegistration, TopicImage
+from .internal_topics import check_client_delete
+from .topic_creation import plan_replicas
 from .topics import collision_key, validate_topic_name
 from .transport import Transport
 
@@ -466,6 +466,7 @@ class Controller:
         results = []
         with self._lock:
             created: list[TopicPartition] = []
+            requested = 0
             for topic in request.topics:
                 if counts[topic.name] > 1:
                     results.append(
@@ -477,7 +478,7 @@ class Controller:
                     )
                     continue
                 try:
-                    image = self._plan_topic(topic)
+                    image = self._plan_topic(topic, requested=requested)
                 except TierlogError as err:
                     results.append(
                         p.CreatableTopicResult(
@@ -485,6 +486,7 @@ class Controller:
                         )
                     )
                     continue
+                requested += len(image.partitions)
                 if not request.validate_only:
                     self._topics[image.name] = image
                     created.extend(image.topic_partitions())
@@ -519,10 +521,15 @@ class Controller:
         self._flush()
         return image
 
-    def _plan_topic(self, topic: p.CreatableTopic, *, internal_allowed: bool = False) -> TopicImage:
-        name = validate_topic_name(topic.name, internal_allowed=internal_allowed)
+    def _plan_topic(
+        self, topic: p.CreatableTopic, *, internal_allowed: bool = False, requested: int = 0
+    ) -> TopicImage:
+        """The topic as it would be created; raises the error to answer (see
+        ``topic_creation.py``). ``requested``: partitions asked for earlier in the request."""
+        name = validate_topic_name(topic.name, internal_allowed=True)
         if name in self._topics:
             raise TopicExistsError(f"topic {name!r} already exists")
+        validate_topic_name(name, internal_allowed=internal_allowed)
         clash = next((t for t in self._topics if collision_key(t) == collision_key(name)), None)
         if clash is not None:
             raise InvalidTopicError(
@@ -537,37 +544,14 @@ class Controller:
                 raise InvalidRequestError(f"config {entry.name!r} is given twice")
             configs[entry.name] = entry.value
         resolve_topic_config(configs, self.config)
-        live = sorted(self._live)
-        if topic.assignments:
-            if topic.num_partitions != -1 or topic.replication_factor != -1:
-                raise InvalidRequestError(
-                    "give either assignments or num_partitions/replication_factor, not both"
-                )
-            assignment = self._check_assignments(topic.assignments)
-        else:
-            partitions = topic.num_partitions
-            if partitions == -1:
-                partitions = self.config.get_int("num.partitions")
-            if partitions <= 0:
-                raise InvalidPartitionsError(
-                    f"number of partitions must be larger than 0, got {topic.num_partitions}"
-                )
-            factor = topic.replication_factor
-            if factor == -1:
-                factor = self.config.get_int("default.replication.factor")
-            if factor <= 0:
-                raise InvalidReplicationFactorError(
-                    f"replication factor must be larger than 0, got {topic.replication_factor}"
-                )
-            if factor > len(live):
-                raise InvalidReplicationFactorError(
-                    f"replication factor {factor} is larger than the {len(live)} available brokers"
-                )
-            start = sum(len(t.partitions) for t in self._topics.values())
-            assignment = [
-                tuple(live[(start + index + j) % len(live)] for j in range(factor))
-                for index in range(partitions)
-            ]
+        assignment = plan_replicas(
+            topic,
+            self.config,
+            self._all_brokers,
+            sorted(self._live),
+            existing=sum(len(t.partitions) for t in self._topics.values()),
+            requested=requested,
+        )
         registrations = []
         for replicas in assignment:
             leader = next((b for b in replicas if b in self._live), p.NO_LEADER)
@@ -584,27 +568,6 @@ class Controller:
         while any(t.topic_id == topic_id for t in self._topics.values()):
             topic_id = Uuid.random()
         return TopicImage(name, topic_id, tuple(registrations), configs=configs)
-
-    def _check_assignments(
-        self, assignments: tuple[p.CreatableReplicaAssignment, ...]
-    ) -> list[tuple[int, ...]]:
-        by_index = {a.partition_index: a.broker_ids for a in assignments}
-        if sorted(by_index) != list(range(len(assignments))):
-            raise InvalidPartitionsError(
-                "assignments must number partitions 0.. without gaps or repeats"
-            )
-        sizes = {len(ids) for ids in by_index.values()}
-        if len(sizes) != 1 or 0 in sizes:
-            raise InvalidReplicationFactorError(
-                "every partition needs the same, non-zero number of replicas"
-            )
-        for index, ids in by_index.items():
-            if len(set(ids)) != len(ids):
-                raise InvalidRequestError(f"partition {index} lists a broker twice: {ids}")
-            unknown = [b for b in ids if b not in self._all_brokers]
-            if unknown:
-                raise InvalidRequestError(f"partition {index} names unknown brokers {unknown}")
-        return [tuple(by_index[i]) for i in range(len(by_index))]
 
     def _created_result(self, image: TopicImage, validate_only: bool) -> p.CreatableTopicResult:
         resolved = resolve_topic_config(image.configs, self.config)
@@ -632,26 +595,30 @@ class Controller:
         )
 
     def delete_topics(self, request: p.DeleteTopicsRequest) -> p.DeleteTopicsResponse:
-        """DeleteTopics by name or id: stop every replica and delete its directory."""
+        """DeleteTopics by name or id: stop every replica and delete its directory.
+
+        Each entry is answered on its own, as Kafka's ``ControllerApis.deleteTopics`` does: an
+        entry with neither name nor id, or with both, and a topic named twice (by name or id)
+        are INVALID_REQUEST and delete nothing; an unknown one UNKNOWN_TOPIC_OR_PARTITION; an
+        internal topic TOPIC_AUTHORIZATION_FAILED (``internal_topics.py``).
+        """
         wanted: list[tuple[str | None, Uuid]] = [(n, ZERO_UUID) for n in request.topic_names]
         wanted.extend((t.name, t.topic_id) for t in request.topics)
         results = []
         with self._lock:
+            found = [self._deletion_target(name, topic_id) for name, topic_id in wanted]
+            named = Counter(t.name for t in found if isinstance(t, TopicImage))
             doomed: list[TopicImage] = []
-            for name, topic_id in wanted:
-                topic = self._find(name, topic_id)
-                if topic is None or topic in doomed:
+            for (name, topic_id), target in zip(wanted, found, strict=True):
+                if isinstance(target, TopicImage) and named[target.name] > 1:
+                    target = InvalidRequestError(f"topic {target.name!r} is named more than once")
+                if isinstance(target, TierlogError):
                     results.append(
-                        p.DeletableTopicResult(
-                            name,
-                            topic_id,
-                            error_code=UnknownTopicOrPartitionError.code,
-                            error_message=f"unknown topic {name or topic_id}",
-                        )
+                        p.DeletableTopicResult(name, topic_id, target.code or -1, str(target))
                     )
                     continue
-                doomed.append(topic)
-                results.append(p.DeletableTopicResult(topic.name, topic.topic_id))
+                doomed.append(target)
+                results.append(p.DeletableTopicResult(target.name, target.topic_id))
             if doomed:
                 for topic in doomed:
                     del self._topics[topic.name]
@@ -660,13 +627,25 @@ class Controller:
         self._flush()
         return p.DeleteTopicsResponse(results)
 
-    def _find(self, name: str | None, topic_id: Uuid) -> TopicImage | None:
-        if name:
+    def _deletion_target(self, name: str | None, topic_id: Uuid) -> TopicImage | TierlogError:
+        """The topic a DeleteTopics entry names, or the error to answer for it."""
+        if name is None and topic_id == ZERO_UUID:
+            return InvalidRequestError("neither a topic name nor a topic id is given")
+        if name is not None and topic_id != ZERO_UUID:
+            return InvalidRequestError("give a topic name or a topic id, not both")
+        if name is not None:
             topic = self._topics.get(name)
-            if topic is not None and topic_id not in (ZERO_UUID, topic.topic_id):
-                return None
-            return topic
-        return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
+        else:
+            topic = next((t for t in self._topics.values() if t.topic_id == topic_id), None)
+        if topic is None:
+            return UnknownTopicOrPartitionError(
+                f"unknown topic {name!r}" if name is not None else f"unknown topic id {topic_id}"
+            )
+        try:
+            check_client_delete(topic.name)
+        except TierlogError as err:
+            return err
+        return topic
 
     def _stop_replicas(self, topics: Iterable[TopicImage]) -> None:
         by_broker: dict[int, list[p.StopReplicaPartitionState]] = {}
@@ -704,8 +683,8 @@ class Controller:
             for topic in request.topics:
                 answers = []
                 for wanted in topic.partitions:
-                    tp = TopicPartition(topic.name, wanted.partition_index)
                     try:
+                        tp = self._existing_partition(topic.name, wanted.partition_index)
                         if wanted.replicas is None:
                             removed[tp] = self._cancel_reassignment(tp)
                         elif self._start_reassignment(tp, wanted.replicas):
@@ -713,11 +692,13 @@ class Controller:
                     except TierlogError as err:
                         answers.append(
                             p.ReassignablePartitionResponse(
-                                tp.partition, error_code=err.code or -1, error_message=str(err)
+                                wanted.partition_index,
+                                error_code=err.code or -1,
+                                error_message=str(err),
                             )
                         )
                         continue
-                    answers.append(p.ReassignablePartitionResponse(tp.partition))
+                    answers.append(p.ReassignablePartitionResponse(wanted.partition_index))
                 responses.append(p.ReassignableTopicResponse(topic.name, answers))
             # A shrink (or a target already in sync) completes at once.
             removed.update(self._complete_reassignments(moved))
@@ -740,10 +721,13 @@ class Controller:
                     for index in range(len(topic.partitions))
                 ]
             else:
+                # As Kafka, partitions that do not exist are left out, not answered.
                 wanted = [
                     TopicPartition(t.name, index)
                     for t in request.topics
+                    if t.name in self._topics
                     for index in t.partition_indexes
+                    if index >= 0
                 ]
             ongoing: dict[str, list[p.OngoingPartitionReassignment]] = {}
             for tp in wanted:
@@ -759,6 +743,13 @@ class Controller:
         return p.ListPartitionReassignmentsResponse(
             [p.OngoingTopicReassignment(name, parts) for name, parts in ongoing.items()]
         )
+
+    def _existing_partition(self, topic: str, index: int) -> TopicPartition:
+        """``topic``-``index`` if the cluster has it; UNKNOWN_TOPIC_OR_PARTITION otherwise."""
+        known = self._topics.get(topic)
+        if known is None or known.partition(index) is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic or partition {topic}-{index}")
+        return TopicPartition(topic, index)
 
     def _registration(self, tp: TopicPartition) -> PartitionRegistration:
         topic = self._topics.get(tp.topic)

@@ -4,8 +4,9 @@ Kafka's rules, kept exactly: partitions are read in request order; each reads at
 ``min(partition_max_bytes, bytes left of max_bytes)``; the first partition that returns data
 may return one whole batch larger than that ("at least one batch", so a consumer never gets
 stuck behind a big batch), later ones may not. A failing partition gets its own error code and
-never stops the others. A fetch that found fewer than ``min_bytes`` and no error waits in the
-fetch purgatory until an append brings enough data or ``max_wait_ms`` passes.
+never stops the others; a malformed one (see ``request_validation.py``) is never read. A fetch
+that found fewer than ``min_bytes`` and no error waits in the fetch purgatory until an append
+brings enough data or ``max_wait_ms`` passes.
 
 A consumer fetch below the local log start of a tiered partition is not an error: the partition
 is left for a remote read (:class:`PendingRemoteRead`), and the request then waits in the
@@ -30,6 +31,7 @@ from ..model import TopicPartition, Uuid
 from . import protocol as p
 from .partition import Partition
 from .purgatory import DelayedOperation
+from .request_validation import fetch_partition_error
 
 PartitionLookup = Callable[[TopicPartition, p.FetchPartition], Partition]
 """Finds the replica to read and checks the caller may read it (raises a TierlogError)."""
@@ -99,8 +101,9 @@ def read_partitions(
     for topic in topics:
         results: list[p.FetchPartitionData] = []
         for fetch in topic.partitions:
-            if topic.error_code != p.NONE:
-                results.append(p.FetchPartitionData(fetch.partition, error_code=topic.error_code))
+            code = topic.error_code or fetch_partition_error(fetch)
+            if code != p.NONE:
+                results.append(p.FetchPartitionData(fetch.partition, error_code=code))
                 has_error = True
                 continue
             tp = TopicPartition(topic.name, fetch.partition)

@@ -290,7 +290,9 @@ class Partition:
 
         Kafka's rule for "caught up": the fetch reached the leader's log end as it was at this
         fetch, or reached the leader's log end as it was at the previous fetch (then the
-        follower was caught up at that earlier time).
+        follower was caught up at that earlier time). An offset past the leader's log end is no
+        follower's log end and is ignored: it must not move the high watermark (Kafka reads
+        before it records, and that read fails with OFFSET_OUT_OF_RANGE).
         """
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
@@ -298,6 +300,8 @@ class Partition:
             if not self.is_leader or follower is None:
                 return FetchStateUpdate(False)
             leader_end = self.log.log_end_offset
+            if not 0 <= fetch_offset <= leader_end:
+                return FetchStateUpdate(False)
             if fetch_offset >= leader_end:
                 follower.last_caught_up_ms = max(follower.last_caught_up_ms, now)
             elif fetch_offset >= follower.last_fetch_leader_log_end:

@@ -6,8 +6,11 @@ Kafka operator reads them without a glossary. Record sets are raw bytes (concate
 batches v2); error codes are ints, taken from :mod:`tierlog.errors` (``SomeError.code``), 0 for
 none. Sequences are tuples so messages stay frozen and hashable; any iterable is accepted.
 
-What is left out on purpose: fetch sessions (every fetch is a full fetch, ``session_id`` 0),
-rack awareness and authorized-operations bitmaps, which no part of tierlog uses yet.
+What is left out on purpose: fetch sessions (every fetch is a full fetch, ``session_id`` 0; an
+incremental one is answered FETCH_SESSION_ID_NOT_FOUND), rack awareness and
+authorized-operations bitmaps, which no part of tierlog uses yet. Field values are checked by
+the handlers (see ``request_validation.py``), not here: a malformed value must get its error
+code, not an exception.
 """
 
 from __future__ import annotations

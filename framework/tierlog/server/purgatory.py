@@ -197,7 +197,10 @@ class DelayedOperationPurgatory(Generic[_Op]):
                     if self._deadlines and self._deadlines[0][0] <= now:
                         break
                     timeout = self._deadlines[0][0] - now if self._deadlines else None
-                    self._timer_cv.wait(timeout)
+                    # A request may ask for 2**63 ms, longer than a thread can wait at once.
+                    self._timer_cv.wait(
+                        None if timeout is None else min(timeout, threading.TIMEOUT_MAX)
+                    )
                 if not self._running:
                     return
                 _, _, operation = heapq.heappop(self._deadlines)

@@ -4,7 +4,7 @@ A topic name becomes a directory name (``<topic>-<partition>``), so a bad one mu
 before anything is created: only ASCII letters, digits, ``.``, ``_`` and ``-``, at most 249
 characters (Kafka's limit, leaving room for the partition suffix in a 255-byte file name), and
 never ``.`` or ``..``. Names starting with ``__`` are reserved for the runtime's own topics
-(``__remote_log_metadata``); clients may not create them.
+(see ``internal_topics.py``, which says which topics are internal); clients may not create them.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import re
 from ..errors import InvalidTopicError
 
 MAX_NAME_LENGTH = 249
-INTERNAL_PREFIX = "__"
-REMOTE_LOG_METADATA_TOPIC = "__remote_log_metadata"
-INTERNAL_TOPICS = frozenset({REMOTE_LOG_METADATA_TOPIC})
+RESERVED_PREFIX = "__"
 
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
@@ -36,16 +34,17 @@ def validate_topic_name(name: object, *, internal_allowed: bool = False) -> str:
             f"topic name {name!r} is illegal: it may contain only ASCII letters, digits, "
             f"'.', '_' and '-'"
         )
-    if is_internal(name) and not internal_allowed:
+    if is_reserved(name) and not internal_allowed:
         raise InvalidTopicError(
-            f"topic name {name!r} is reserved: names starting with {INTERNAL_PREFIX!r} are "
+            f"topic name {name!r} is reserved: names starting with {RESERVED_PREFIX!r} are "
             f"for the runtime's internal topics"
         )
     return name
 
 
-def is_internal(name: str) -> bool:
-    return name.startswith(INTERNAL_PREFIX)
+def is_reserved(name: str) -> bool:
+    """Whether only the runtime may create a topic of this name."""
+    return name.startswith(RESERVED_PREFIX)
 
 
 def collision_key(name: str) -> str:

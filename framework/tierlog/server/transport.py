@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, overload
 
 import attrs
 
-from ..errors import BrokerNotAvailableError, RequestTimedOutError, TierlogError
+from ..errors import (
+    BrokerNotAvailableError,
+    InvalidRequestError,
+    RequestTimedOutError,
+    TierlogError,
+)
 from . import protocol as p
 
 if TYPE_CHECKING:
@@ -210,6 +215,23 @@ class Transport(abc.ABC):
         self.faults.apply(broker_id, request, timeout_ms)
         return self._deliver(broker_id, request)
 
+    def send_internal(
+        self, broker_id: int, request: p.ProduceRequest, *, timeout_ms: int | None = None
+    ) -> p.ProduceResponse:
+        """Delivers a produce from the runtime's own writers, which may append to internal
+        topics (Kafka's ``internalTopicsAllowed``).
+
+        Only a transport that reaches brokers in this process carries it: the flag is not part
+        of the request, so nothing that arrives from the network can set it.
+        """
+        self.faults.apply(broker_id, request, timeout_ms)
+        return self._deliver_internal(broker_id, request)
+
+    def _deliver_internal(self, broker_id: int, request: p.ProduceRequest) -> p.ProduceResponse:
+        raise InvalidRequestError(
+            f"{type(self).__name__} does not carry the runtime's writes to internal topics"
+        )
+
 
 class InProcessTransport(Transport):
     """Routes requests to brokers living in this process, by broker id."""
@@ -232,8 +254,14 @@ class InProcessTransport(Transport):
             return tuple(sorted(i for i, b in self._brokers.items() if b.serving))
 
     def _deliver(self, broker_id: int, request: p.Request) -> p.Response:
+        return self._serving(broker_id).handle(request)
+
+    def _deliver_internal(self, broker_id: int, request: p.ProduceRequest) -> p.ProduceResponse:
+        return self._serving(broker_id).handle_internal_produce(request)
+
+    def _serving(self, broker_id: int) -> Broker:
         with self._lock:
             broker = self._brokers.get(broker_id)
         if broker is None or not broker.serving:
             raise BrokerNotAvailableError(f"broker {broker_id} is not available")
-        return broker.handle(request)
+        return broker
