@@ -19,7 +19,7 @@ from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import (
     InvalidConfigError,
     InvalidStateTransitionError,
-    RemoteStorageNotReadyError,
+    RemoteResourceNotFoundError,
 )
 from tierlog.metadata.checkpoint import CHECKPOINT_FILE_NAME
 from tierlog.metadata.partitioner import metadata_partition
@@ -39,6 +39,7 @@ from tests.metadata.support import (
     DELETE_STARTED,
     FINISHED,
     OTHER_TIP,
+    STARTED,
     TIP,
     Segments,
 )
@@ -208,15 +209,24 @@ def test_remote_log_size_sums_every_listed_segment_of_the_epoch(
     assert [rlmm.remote_log_size(TIP, epoch) for epoch in range(3)] == [3_000, 2_430, 0]
 
 
-def test_lookups_for_a_partition_not_held_answer_not_ready(
+def test_a_partition_not_held_is_not_found_and_its_events_are_published(
     rlmm: RemoteLogMetadataManager,
 ) -> None:
+    """Only a held partition that is loading is "not ready"; any other is unknown here, and a
+    write for it is published for the broker that will hold it (as Kafka's manager does)."""
     stranger = TopicIdPartition.of(Uuid.random(), "elsewhere", 0)
     assert not rlmm.is_ready(stranger)
-    with pytest.raises(RemoteStorageNotReadyError, match="neither leads nor follows"):
+    with pytest.raises(RemoteResourceNotFoundError, match="neither leads nor follows"):
         rlmm.highest_offset_for_epoch(stranger, 0)
-    with pytest.raises(RemoteStorageNotReadyError):
-        Segments(rlmm).add(0, 9, partition=stranger)
+    with pytest.raises(RemoteResourceNotFoundError):
+        list(rlmm.list_remote_log_segments(stranger, None))
+    with pytest.raises(RemoteResourceNotFoundError):
+        rlmm.remote_log_size(stranger, 0)
+    segments = Segments(rlmm)
+    finished = segments.upload(0, 9, partition=stranger, size=10)
+    hold(rlmm, stranger)
+    assert list(rlmm.list_remote_log_segments(stranger, None)) == [finished]
+    assert rlmm.remote_log_size(stranger, 0) == 10
 
 
 # --- restarts -----------------------------------------------------------------------------
@@ -329,3 +339,27 @@ def test_an_event_in_an_unknown_format_is_skipped_with_an_error(
     assert rlmm.remote_log_segment_metadata(TIP, 0, 15) == done
     messages = [r.getMessage() for r in caplog.records]
     assert any(f"offset {sent.offset}" in m and "99" in m for m in messages), messages
+
+
+def test_an_invalid_transition_in_the_topic_is_dropped_with_a_log_line(
+    cluster: EmbeddedCluster,
+    rlmm: RemoteLogMetadataManager,
+    segments: Segments,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Replayed events were already published: an invalid one is logged and skipped, as
+    Kafka's cache does, while the same transition asked for directly keeps raising."""
+    started = segments.add(0, 9)
+    jump = segments.update(started, DELETE_FINISHED)  # COPY_SEGMENT_STARTED cannot go there
+    producer = Producer(cluster.transport)
+    sent = producer.send(TOPIC, encode_event(jump), partition=metadata_partition(TIP, 3))
+    offset = sent.result(timeout=30).offset
+    producer.close()
+    with caplog.at_level(logging.WARNING):
+        done = segments.move(started, FINISHED)  # consumed after the invalid one
+    assert rlmm.remote_log_segment_metadata(TIP, 0, 5) == done
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"offset {offset}" in m and "DELETE_SEGMENT_FINISHED" in m for m in messages)
+    with pytest.raises(InvalidStateTransitionError):
+        rlmm.update_remote_log_segment_metadata(segments.update(done, STARTED))
+    assert rlmm.remote_log_segment_metadata(TIP, 0, 5) == done

@@ -9,7 +9,7 @@ through the ``RemoteLogMetadataManager`` facade; a failure names the hook and th
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +18,6 @@ import pytest
 from ..errors import (
     InvalidStateTransitionError,
     RemoteResourceNotFoundError,
-    RemoteStorageNotReadyError,
 )
 from ..model import (
     CustomMetadata,
@@ -632,27 +631,61 @@ class MetadataManagerContract:
         rlmm.put_remote_partition_delete_metadata(
             self._partition_delete(partition, PARTITION_DELETE_FINISHED)
         )
-        check_equal(listed(rlmm, partition), [], PARTITION_DELETE, "FINISHED drops every segment")
-        check_equal(
-            rlmm.highest_offset_for_epoch(partition, 0),
-            None,
-            PARTITION_DELETE,
-            "FINISHED drops everything the manager holds, the highest offset too",
-        )
+        gone = "after DELETE_PARTITION_FINISHED the partition is unknown: "
+        with expect_error(
+            RemoteResourceNotFoundError, LIST, gone + "listing raises RemoteResourceNotFoundError"
+        ):
+            listed(rlmm, partition)
+        with expect_error(
+            RemoteResourceNotFoundError, LIST, gone + "listing raises RemoteResourceNotFoundError"
+        ):
+            listed(rlmm, partition, 0)
+        with expect_error(
+            RemoteResourceNotFoundError, LOOKUP, gone + "lookups raise RemoteResourceNotFoundError"
+        ):
+            rlmm.remote_log_segment_metadata(partition, 0, 50)
+        with expect_error(
+            RemoteResourceNotFoundError, SIZE, gone + "its size raises RemoteResourceNotFoundError"
+        ):
+            rlmm.remote_log_size(partition, 0)
         check_equal(
             listed(rlmm, other_partition),
             [kept],
             PARTITION_DELETE,
             "deleting one partition leaves the others",
         )
-        rlmm.put_remote_partition_delete_metadata(self._partition_delete(partition, MARKED))
-        fresh = uploads.upload(0, 9)
-        check_equal(
-            listed(rlmm, partition),
-            [fresh],
-            PARTITION_DELETE,
-            "after FINISHED a new deletion may start (MARKED), and new uploads start afresh",
+
+    def test_a_partition_never_known_is_not_found(self, rlmm: RemoteLogMetadataManager) -> None:
+        stranger = TopicIdPartition.of(Uuid.random(), "kit-never-known", 0)
+        rule = (
+            "a partition the manager never knew raises RemoteResourceNotFoundError (not "
+            "retriable), never the retriable RemoteStorageNotReadyError"
         )
+        lookups: list[tuple[str, Callable[[], object]]] = [
+            (LIST, lambda: listed(rlmm, stranger)),
+            (LIST, lambda: listed(rlmm, stranger, 0)),
+            (SIZE, lambda: rlmm.remote_log_size(stranger, 0)),
+        ]
+        for hook, lookup in lookups:
+            with expect_error(RemoteResourceNotFoundError, hook, rule):
+                lookup()
+
+    def test_events_published_before_assignment_are_applied_on_assignment(
+        self,
+        rlmm: RemoteLogMetadataManager,
+        metadata_runtime: MetadataRuntime,
+        uploads: Uploads,
+    ) -> None:
+        later = TopicIdPartition.of(Uuid.random(), "kit-assigned-later", 0)
+        first = uploads.upload(0, 99, partition=later, size=1000)
+        second = uploads.upload(100, 149, partition=later, size=500)
+        metadata_runtime.hold(later)
+        rule = (
+            "segments added before the partition was assigned to this broker are listed once "
+            "it leads the partition (the events are published, and applied on assignment)"
+        )
+        check_equal(listed(rlmm, later), [first, second], LIST, rule)
+        check_equal(rlmm.remote_log_size(later, 0), 1500, SIZE, rule)
 
     @pytest.mark.parametrize(
         ("path", "target"),
@@ -714,18 +747,6 @@ class MetadataManagerContract:
             "a partition neither led nor followed is not ready (ready_only_when_held = True)",
             rlmm.is_ready(stranger),
         )
-        with expect_error(
-            RemoteStorageNotReadyError,
-            HIGHEST,
-            "while a partition is not ready, lookups raise RemoteStorageNotReadyError",
-        ):
-            rlmm.highest_offset_for_epoch(stranger, 0)
-        with expect_error(
-            RemoteStorageNotReadyError,
-            LIST,
-            "while a partition is not ready, lookups raise RemoteStorageNotReadyError",
-        ):
-            listed(rlmm, stranger)
 
     def test_leadership_changes_keep_what_is_known(
         self,
@@ -757,14 +778,15 @@ class MetadataManagerContract:
 
         def dropped() -> bool:
             try:
-                return not listed(rlmm, partition)
-            except RemoteStorageNotReadyError:
+                listed(rlmm, partition)
+            except RemoteResourceNotFoundError:
                 return True
+            return False
 
         wait_until(
             dropped,
             STOP,
-            "a stopped partition's state is dropped: nothing listed (or not ready)",
+            "a stopped partition's state is dropped: listing it raises RemoteResourceNotFoundError",
             self.ready_timeout_s,
         )
         check_equal(listed(rlmm, other_partition), [kept], STOP, "other partitions stay")
