@@ -96,11 +96,6 @@ def build_segment(
     positions: list[int] = []
     offset_index = bytearray()
     time_index = bytearray()
-    producer = (
-        {"producer_id": PRODUCER_ID, "producer_epoch": 0, "is_transactional": True}
-        if transactional
-        else {}
-    )
     for number in range(batches):
         first = base_offset + number * per_batch
         epoch = _epoch_at(epochs, first)
@@ -108,8 +103,10 @@ def build_segment(
             codec,
             base_offset=first,
             partition_leader_epoch=epoch,
+            producer_id=PRODUCER_ID if transactional else -1,
+            producer_epoch=0 if transactional else -1,
             base_sequence=number * records_per_batch if transactional else -1,
-            **producer,
+            is_transactional=transactional,
         )
         for offset in range(first, first + records_per_batch):
             builder.append(
