@@ -355,3 +355,18 @@ def test_a_close_that_leaks_fails_the_close_contract(
             leaked.set() if isinstance(leaked, threading.Event) else leaked.close()
     result.stdout.fnmatch_lines([f"*contract tierlog_close: {leak}"])
     assert failed_tests(result) == {"test_close_releases_threads_and_file_descriptors"}
+
+
+def test_the_reference_model_catches_a_highest_offset_that_drops(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_contract(
+        pytester, METADATA_RUN, ShrinkingHighestOffsetMetadata, "-k", "reference_model"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_highest_offset_for_epoch: after add [[]0, 19[]] epochs {0: 0}; "
+            "*DELETE_SEGMENT_STARTED*: the answer is the reference model's (epoch 0)*",
+        ]
+    )
+    assert failed_tests(result) == {"test_random_operations_match_the_reference_model"}
