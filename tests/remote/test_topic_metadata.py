@@ -363,3 +363,31 @@ def test_an_invalid_transition_in_the_topic_is_dropped_with_a_log_line(
     with pytest.raises(InvalidStateTransitionError):
         rlmm.update_remote_log_segment_metadata(segments.update(done, STARTED))
     assert rlmm.remote_log_segment_metadata(TIP, 0, 5) == done
+
+
+def test_events_replayed_for_a_newly_held_partition_that_do_not_apply_are_logged(
+    cluster: EmbeddedCluster, rlmm: RemoteLogMetadataManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Replaying history, an update whose add is gone and an invalid transition are each
+    dropped with a log line, and the rest of the history still applies."""
+    later = TopicIdPartition.of(Uuid.random(), "later", 0)
+    segments = Segments(rlmm)
+    orphan = segments.new(0, 9, partition=later)
+    started = segments.new(10, 19, partition=later)
+    kept = segments.new(20, 29, partition=later)
+    producer = Producer(cluster.transport)
+    target = metadata_partition(later, 3)
+    for event in (
+        segments.update(orphan, FINISHED),
+        started,
+        segments.update(started, DELETE_FINISHED),
+        kept,
+    ):
+        producer.send(TOPIC, encode_event(event), partition=target).result(timeout=30)
+    producer.close()
+    with caplog.at_level(logging.WARNING):
+        hold(rlmm, later)
+    assert list(rlmm.list_remote_log_segments(later, None)) == [started, kept]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(str(orphan.remote_log_segment_id) in m for m in messages), messages
+    assert any("DELETE_SEGMENT_FINISHED" in m and "later" in m for m in messages), messages
