@@ -234,3 +234,35 @@ def test_the_recorder_keeps_each_brokers_calls_apart(tmp_path: Path) -> None:
         assert running.recorder.for_broker(leader) == [
             e for e in running.recorder.events if e.broker_id == leader
         ]
+
+
+class UnreadableStorage(DirectoryStorageManager):
+    """Stores segments but refuses to read them back."""
+
+    @hookimpl
+    def tierlog_fetch_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None,
+    ) -> None:
+        raise RemoteStorageError("range reads are forbidden by the bucket policy")
+
+
+def test_a_failed_consume_names_the_failing_hook_not_a_bare_server_error(
+    tmp_path: Path,
+) -> None:
+    settings, _ = directory_storage(tmp_path)
+    with Scenario(
+        tmp_path, settings, extra_plugins={"directory": UnreadableStorage}, timeout_s=5
+    ) as running:
+        running.create_topic("t", segment_bytes=SEGMENT, local_retention_bytes=1)
+        running.produce("t", 0, values(100)).expect_tiered("t", 0).expect_local_deleted("t", 0)
+        with pytest.raises(ScenarioError) as failed:
+            running.consume("t", 0, from_offset=0)
+    message = str(failed.value)
+    assert "consuming t-0 from 0" in message
+    assert (
+        "tierlog_fetch_log_segment failed" in message
+        and "RemoteStorageError: range reads are forbidden by the bucket policy" in message
+    ), message

@@ -39,7 +39,7 @@ from typing import Self
 
 from ..client import Admin, AlterConfig, ConfigResource, Consumer, NewTopic, Producer
 from ..cluster import EmbeddedCluster
-from ..errors import RemoteStorageNotReadyError
+from ..errors import RemoteStorageNotReadyError, TierlogError
 from ..log.partition_log import PartitionLog
 from ..model import (
     RemoteLogSegmentMetadata,
@@ -236,18 +236,31 @@ class Scenario:
         if expect is None:
             expect = self._values.get(TopicPartition(topic, partition), [])[from_offset:]
         self._consume_mark = len(self.recorder.events)
+        logged_before = self._logged.count
         tp = TopicPartition(topic, partition)
         got: list[bytes | None] = []
         deadline = time.monotonic() + self.timeout_s
+
+        def why() -> str:
+            return _diagnosis(
+                self.recorder.events[self._consume_mark :], self._logged.since(logged_before)
+            )
+
         with Consumer(self.cluster.transport, {"auto.offset.reset": "none"}) as consumer:
             consumer.assign([tp])
             consumer.seek(tp, from_offset)
             while len(got) < len(expect) and time.monotonic() < deadline:
-                got.extend(record.value for record in consumer.poll(timeout_ms=200))
+                try:
+                    got.extend(record.value for record in consumer.poll(timeout_ms=200))
+                except TierlogError as err:
+                    raise ScenarioError(
+                        f"consuming {topic}-{partition} from {from_offset} failed after "
+                        f"{len(got)} records: {type(err).__name__}: {err}" + why()
+                    ) from err
         if got[: len(expect)] != list(expect):
             raise ScenarioError(
                 f"consuming {topic}-{partition} from {from_offset}: got {len(got)} records "
-                f"{_preview(got)}, expected {len(expect)} {_preview(list(expect))}"
+                f"{_preview(got)}, expected {len(expect)} {_preview(list(expect))}" + why()
             )
         return self
 
