@@ -21,6 +21,8 @@ from typing import Self
 
 from .config import BrokerConfig
 from .log import DirectoryLock
+from .metrics import MetricName, MetricsRegistry, MetricValue
+from .metrics.name import TagValue
 from .server.broker import Broker, BrokerState
 from .server.controller import Controller
 from .server.transport import InProcessTransport
@@ -72,6 +74,43 @@ class EmbeddedCluster:
             raise KeyError(
                 f"no broker {broker_id} in this cluster (ids 0..{self.size - 1})"
             ) from None
+
+    def metric(self, broker_id: int, group: str, name: str, /, **tags: TagValue) -> MetricValue:
+        """The current value of one of a broker's metrics, by Kafka's group, name and tags:
+        ``cluster.metric(0, "BrokerTopicMetrics", "RemoteCopyBytesPerSec", topic="t",
+        partition=0)`` (a number, or a dict for meters, histograms and timers).
+
+        :raises KeyError: the broker is not running, or has no metric with exactly these tags.
+        """
+        return self._metrics_of(broker_id).value(group, name, **tags)
+
+    def metrics(
+        self,
+        broker_id: int,
+        group: str | None = None,
+        name: str | None = None,
+        /,
+        **tags: TagValue,
+    ) -> dict[MetricName, MetricValue]:
+        """A broker's metrics whose group and name are these (when given) and whose tags
+        include ``tags``, with their current values: ``cluster.metrics(0, topic="t")``.
+
+        :raises KeyError: the broker is not running.
+        """
+        registry = self._metrics_of(broker_id)
+        wanted = {key: str(value) for key, value in tags.items()}
+        return {
+            metric_name: metric.snapshot()
+            for metric_name, metric in registry.items()
+            if metric_name.matches(group=group, name=name, tags=wanted)
+        }
+
+    def _metrics_of(self, broker_id: int) -> MetricsRegistry:
+        broker = self.broker(broker_id)
+        host = broker.plugin_host
+        if host is None or broker.state in (BrokerState.NOT_RUNNING, BrokerState.STOPPED):
+            raise KeyError(f"broker {broker_id} is not running: it has no metrics")
+        return host.metrics
 
     def broker_config(self, broker_id: int) -> BrokerConfig:
         """A fresh configuration for ``broker_id``: the cluster's, with its id and log dir."""

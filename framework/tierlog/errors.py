@@ -95,17 +95,6 @@ class ReplicaNotAvailableError(RetriableError):
     code, kafka_name = 9, "REPLICA_NOT_AVAILABLE"
 
 
-class RemoteStorageNotReadyError(RetriableError):
-    """Remote-log metadata for the partition is still being rebuilt (KIP-1007).
-
-    Kafka never assigned this error a protocol code; a Kafka wire front end answers
-    ``wire_fallback_code`` (REPLICA_NOT_AVAILABLE), which every Kafka client already retries.
-    """
-
-    kafka_name = "REMOTE_STORAGE_NOT_READY"
-    wire_fallback_code: ClassVar[int] = 9
-
-
 class RecordTooLargeError(TierlogError):
     code, kafka_name = 10, "MESSAGE_TOO_LARGE"
 
@@ -300,6 +289,19 @@ class RetriableRemoteStorageError(RemoteStorageError, RetriableError):
     A copy that fails this way leaves its partial upload in place for the next attempt and is
     not counted as a copy error.
     """
+
+
+class RemoteStorageNotReadyError(RetriableRemoteStorageError):
+    """Remote-log metadata for a partition this broker holds is still being rebuilt (KIP-1007).
+
+    A remote storage error, as Kafka's ``RemoteStorageNotReadyException`` is, so a caller that
+    catches storage errors catches it too. Kafka never assigned it a protocol code; a Kafka wire
+    front end answers ``wire_fallback_code`` (REPLICA_NOT_AVAILABLE), which every Kafka client
+    already retries.
+    """
+
+    kafka_name = "REMOTE_STORAGE_NOT_READY"
+    wire_fallback_code: ClassVar[int] = 9
 
 
 class RemoteResourceNotFoundError(RemoteStorageError, FileNotFoundError):

@@ -28,7 +28,9 @@ return value (after any wrappers).
 
 Errors: storage hooks raise ``tierlog.errors.RemoteStorageError`` (or a subclass) with the backend
 error chained; a missing object raises ``RemoteResourceNotFoundError``; a transient failure may
-raise ``RetriableRemoteStorageError``.
+raise ``RetriableRemoteStorageError``. Metadata lookups raise ``RemoteStorageNotReadyError`` (a
+retriable remote storage error) only while a partition this broker holds is loading, and
+``RemoteResourceNotFoundError`` for a partition the manager does not know.
 """
 
 from __future__ import annotations
@@ -195,6 +197,9 @@ def tierlog_add_remote_log_segment_metadata(
 ) -> None:
     """Record a new segment upload. Returns once this broker's own lookups see it.
 
+    The partition need not be assigned to this broker yet: a shared manager (the topic-based
+    one) stores the event anyway, and whichever broker is assigned the partition later sees it.
+
     :param remote_log_segment_metadata: must be in state COPY_SEGMENT_STARTED.
     :raises tierlog.errors.InvalidStateTransitionError: for any other state.
     :raises tierlog.errors.RemoteStorageError: the metadata could not be stored.
@@ -224,6 +229,7 @@ def tierlog_remote_log_segment_metadata(
     :return: the segment's metadata, or None if no finished segment holds that offset for that
         epoch.
     :raises tierlog.errors.RemoteStorageNotReadyError: the partition's metadata is still loading.
+    :raises tierlog.errors.RemoteResourceNotFoundError: the manager does not know the partition.
     """
 
 
@@ -236,6 +242,7 @@ def tierlog_highest_offset_for_epoch(
     It only grows: deleting segments does not lower it. The copy task resumes after it.
 
     :raises tierlog.errors.RemoteStorageNotReadyError: the partition's metadata is still loading.
+    :raises tierlog.errors.RemoteResourceNotFoundError: the manager does not know the partition.
     """
 
 
@@ -245,7 +252,8 @@ def tierlog_put_remote_partition_delete_metadata(
 ) -> None:
     """Record a step of deleting a partition's remote data (MARKED → STARTED → FINISHED).
 
-    FINISHED drops everything the manager holds for the partition.
+    FINISHED drops everything the manager holds for the partition: from then on, lookups of its
+    segments and its size raise RemoteResourceNotFoundError (not an empty answer), as Kafka's do.
 
     :raises tierlog.errors.InvalidStateTransitionError: the state machine forbids the step.
     """
@@ -261,7 +269,11 @@ def tierlog_list_remote_log_segments(
 
     :param leader_epoch: None for every segment of the partition (in no particular order); an
         epoch for the segments containing it, sorted by start offset.
-    :raises tierlog.errors.RemoteStorageNotReadyError: the partition's metadata is still loading.
+    :raises tierlog.errors.RemoteStorageNotReadyError: the metadata of a partition this broker
+        holds is still loading (retriable).
+    :raises tierlog.errors.RemoteResourceNotFoundError: the manager does not know the partition
+        (never added nor assigned, stopped, or deleted by DELETE_PARTITION_FINISHED); not
+        retriable.
     """
 
 
@@ -285,6 +297,10 @@ def tierlog_remote_log_size(topic_id_partition: TopicIdPartition, leader_epoch: 
 
     Optional: when a provider does not implement it, the runtime sums
     ``tierlog_list_remote_log_segments``.
+
+    :raises tierlog.errors.RemoteStorageNotReadyError: as for listing.
+    :raises tierlog.errors.RemoteResourceNotFoundError: as for listing, never 0 for a partition
+        the manager does not know.
     """
 
 

@@ -19,6 +19,14 @@ def test_remote_storage_not_ready_is_retriable_beside_replica_not_available() ->
     )
 
 
+def test_remote_storage_not_ready_belongs_to_the_remote_storage_errors() -> None:
+    """As Kafka's RemoteStorageNotReadyException: code that catches storage errors catches it."""
+    with pytest.raises(errors.RemoteStorageError) as caught:
+        raise errors.RemoteStorageNotReadyError("partition p-0 metadata is loading")
+    assert isinstance(caught.value, errors.RetriableRemoteStorageError)
+    assert not isinstance(caught.value, errors.RemoteResourceNotFoundError)
+
+
 @pytest.mark.parametrize(
     "cls,code,retriable",
     [

@@ -10,10 +10,10 @@ from tierlog.errors import RemoteResourceNotFoundError
 from tierlog.host import PluginHost
 from tierlog.log.epoch_cache import EpochEntry, LeaderEpochCheckpointFile
 from tierlog.log.offset_index import OffsetIndex
-from tierlog.log.snapshot import decode_snapshot
+from tierlog.log.snapshot import EMPTY_SNAPSHOT, decode_snapshot
 from tierlog.log.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from tierlog.model import IndexType
-from tierlog.records import iter_batches
+from tierlog.records import Compression, iter_batches
 from tierlog.testing import DirectoryStorageManager, RecordingStorageManager, build_segment
 
 
@@ -93,3 +93,41 @@ def test_the_recorder_sees_every_call_with_its_range_and_outcome(tmp_path: Path)
     assert recorder.of("fetch_index", segment.segment_id)[1].succeeded is False
     recorder.clear()
     assert recorder.events == []
+
+
+def test_the_segment_builder_makes_every_kind_of_segment_a_broker_tiers(tmp_path: Path) -> None:
+    plain = build_segment(tmp_path / "plain", batches=3)
+    assert plain.data.transaction_index is None, "no transaction index unless asked"
+
+    empty = build_segment(tmp_path / "empty", base_offset=100, empty_producer_snapshot=True)
+    assert empty.data.producer_snapshot_index.read_bytes() == EMPTY_SNAPSHOT
+    assert decode_snapshot(empty.indexes[IndexType.PRODUCER_SNAPSHOT]) == []
+    end = empty.metadata.end_offset
+    assert empty.data.producer_snapshot_index.name == f"{end + 1:020d}.snapshot", "aligned"
+
+    zstd = build_segment(tmp_path / "zstd", compression="zstd", batches=3)
+    assert {b.compression for b in iter_batches(zstd.log)} == {Compression.ZSTD}
+    assert [len(list(b.records())) for b in iter_batches(zstd.log)] == [10, 10, 10]
+
+    txn = build_segment(
+        tmp_path / "txn", base_offset=50, batches=3, transactional=True, control_records=True
+    )
+    batches = list(iter_batches(txn.log))
+    assert [(b.base_offset, b.is_control) for b in batches] == [
+        (50, False),
+        (60, True),
+        (61, False),
+        (71, True),
+        (72, False),
+        (82, True),
+    ]
+    assert all(b.is_transactional for b in batches)
+    assert txn.metadata.end_offset == batches[-1].last_offset == 82
+    assert len(txn.batch_positions) == len(batches)
+    relative = [
+        OffsetIndex.ENTRY.unpack_from(txn.indexes[IndexType.OFFSET], 8 * n)[0]
+        for n in range(len(batches))
+    ]
+    assert relative == [b.base_offset - 50 for b in batches]
+    with pytest.raises(ValueError, match="transactional"):
+        build_segment(tmp_path / "bad", control_records=True)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from tierlog import hookimpl
+from tierlog.errors import RemoteStorageError
+from tierlog.model import RemoteLogSegmentMetadata
 from tierlog.server.protocol import OffsetSpec
-from tierlog.testing import DirectoryStorageManager, Scenario
+from tierlog.testing import DirectoryStorageManager, Scenario, ScenarioError
+from tierlog.testing.recording import COPY
 
 SEGMENT = 4096
 
@@ -181,3 +186,83 @@ def test_a_new_leader_serves_and_tiers_on_and_the_old_one_catches_up(
     assert all(start > tiered for start, _ in uploads[copies:])
     assert len(set(uploads)) == len(uploads), "a range was uploaded twice after the leader change"
     assert running.log("t", 0, old).log_end_offset == 500
+
+
+class RefusingStorage(DirectoryStorageManager):
+    """A bucket that refuses every upload, and says so in its own log."""
+
+    @hookimpl
+    def tierlog_copy_log_segment_data(
+        self, remote_log_segment_metadata: RemoteLogSegmentMetadata, log_segment_data: object
+    ) -> None:
+        logging.getLogger("blobstore").error("PUT refused: quota exceeded for bucket kit")
+        raise RemoteStorageError("the bucket refuses writes")
+
+
+def test_a_timed_out_step_names_the_failing_hook_and_the_plugins_logged_errors(
+    tmp_path: Path,
+) -> None:
+    settings, _ = directory_storage(tmp_path)
+    with Scenario(
+        tmp_path, settings, extra_plugins={"directory": RefusingStorage}, timeout_s=3
+    ) as running:
+        running.create_topic("t", segment_bytes=SEGMENT, local_retention_bytes=1)
+        running.produce("t", 0, values(100))
+        with pytest.raises(ScenarioError) as failed:
+            running.expect_tiered("t", 0)
+    message = str(failed.value)
+    assert "waiting until every rolled segment of t-0 tiered" in message
+    assert (
+        "tierlog_copy_log_segment_data failed" in message
+        and "on broker 0, last: RemoteStorageError: the bucket refuses writes" in message
+    ), message
+    assert "ERROR blobstore: PUT refused: quota exceeded for bucket kit" in message, message
+
+
+def test_the_recorder_keeps_each_brokers_calls_apart(tmp_path: Path) -> None:
+    settings, plugins = directory_storage(tmp_path)
+    with Scenario(tmp_path, settings, brokers=2, extra_plugins=plugins, timeout_s=60) as running:
+        running.create_topic(
+            "t", replication_factor=2, segment_bytes=SEGMENT, local_retention_bytes=1
+        )
+        running.produce("t", 0, values(200)).expect_tiered("t", 0)
+        leader = running.leader("t", 0)
+        follower = 1 - leader
+        copies = running.recorder.of(COPY)
+        assert copies and {e.broker_id for e in copies} == {leader}
+        assert running.recorder.of(COPY, broker_id=follower) == []
+        assert running.recorder.for_broker(leader) == [
+            e for e in running.recorder.events if e.broker_id == leader
+        ]
+
+
+class UnreadableStorage(DirectoryStorageManager):
+    """Stores segments but refuses to read them back."""
+
+    @hookimpl
+    def tierlog_fetch_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None,
+    ) -> None:
+        raise RemoteStorageError("range reads are forbidden by the bucket policy")
+
+
+def test_a_failed_consume_names_the_failing_hook_not_a_bare_server_error(
+    tmp_path: Path,
+) -> None:
+    settings, _ = directory_storage(tmp_path)
+    with Scenario(
+        tmp_path, settings, extra_plugins={"directory": UnreadableStorage}, timeout_s=5
+    ) as running:
+        running.create_topic("t", segment_bytes=SEGMENT, local_retention_bytes=1)
+        running.produce("t", 0, values(100)).expect_tiered("t", 0).expect_local_deleted("t", 0)
+        with pytest.raises(ScenarioError) as failed:
+            running.consume("t", 0, from_offset=0)
+    message = str(failed.value)
+    assert "consuming t-0 from 0" in message
+    assert (
+        "tierlog_fetch_log_segment failed" in message
+        and "RemoteStorageError: range reads are forbidden by the bucket policy" in message
+    ), message

@@ -7,14 +7,28 @@ session, which must fail, naming the hook and the rule in its output.
 
 from __future__ import annotations
 
-from typing import BinaryIO
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import pytest
 from tierlog import hookimpl
-from tierlog.errors import RemoteResourceNotFoundError
+from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.log.snapshot import decode_snapshot
 from tierlog.metadata import InMemoryRemoteLogMetadataManager
-from tierlog.model import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from tierlog.model import (
+    CustomMetadata,
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+)
 from tierlog.testing import DirectoryStorageManager
+from tierlog.testing.directory_storage import LOG_FILE
 
 pytest_plugins = ["pytester"]
 
@@ -47,6 +61,94 @@ class NonIdempotentDeleteStorage(DirectoryStorageManager):
         super().tierlog_delete_log_segment_data(remote_log_segment_metadata)
 
 
+class PartialCopyStorage(DirectoryStorageManager):
+    """Writes each file straight into place, so a copy failing midway leaves part of it."""
+
+    @hookimpl
+    def tierlog_copy_log_segment_data(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        log_segment_data: LogSegmentData,
+    ) -> CustomMetadata | None:
+        final = self.segment_dir(remote_log_segment_metadata)
+        final.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(log_segment_data.log_segment, final / LOG_FILE)
+            for index_type in IndexType:
+                source = log_segment_data.index_path(index_type)
+                if source is not None:
+                    shutil.copyfile(source, final / index_type.name)
+        except OSError as err:
+            raise RemoteStorageError(f"cannot copy to {final}: {err}") from err
+        (final / IndexType.LEADER_EPOCH.name).write_bytes(log_segment_data.leader_epoch_index)
+        return None
+
+
+class SwallowingCopyStorage(DirectoryStorageManager):
+    """Logs nothing and returns normally when its copy fails."""
+
+    @hookimpl
+    def tierlog_copy_log_segment_data(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        log_segment_data: LogSegmentData,
+    ) -> CustomMetadata | None:
+        try:
+            return super().tierlog_copy_log_segment_data(
+                remote_log_segment_metadata, log_segment_data
+            )
+        except RemoteStorageError:
+            return None
+
+
+class EmptySnapshotRefusingStorage(DirectoryStorageManager):
+    """Takes a producer snapshot without producers for a broken file."""
+
+    @hookimpl
+    def tierlog_copy_log_segment_data(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        log_segment_data: LogSegmentData,
+    ) -> CustomMetadata | None:
+        snapshot = log_segment_data.producer_snapshot_index
+        if not decode_snapshot(snapshot.read_bytes()):
+            raise RemoteStorageError(f"producer snapshot {snapshot} holds no producer")
+        return super().tierlog_copy_log_segment_data(remote_log_segment_metadata, log_segment_data)
+
+
+class LenientConfigureStorage(DirectoryStorageManager):
+    """Makes up a directory when ``root`` is missing instead of refusing the configuration."""
+
+    @hookimpl
+    def tierlog_configure(self, config: Mapping[str, Any]) -> None:
+        root = config.get("root") or tempfile.mkdtemp(prefix="kit-lenient-")
+        super().tierlog_configure({**config, "root": root})
+
+
+#: What the leaking plugins below leave behind, released by the test that planted them.
+LEAKED: list[Any] = []
+
+
+class ThreadLeakingStorage(DirectoryStorageManager):
+    """Starts a housekeeping thread in configure that close never stops."""
+
+    @hookimpl
+    def tierlog_configure(self, config: Mapping[str, Any]) -> None:
+        super().tierlog_configure(config)
+        stop = threading.Event()
+        LEAKED.append(stop)
+        threading.Thread(target=stop.wait, name="kit-housekeeping", daemon=True).start()
+
+
+class FileLeakingStorage(DirectoryStorageManager):
+    """Keeps a lock file open past close."""
+
+    @hookimpl
+    def tierlog_configure(self, config: Mapping[str, Any]) -> None:
+        super().tierlog_configure(config)
+        LEAKED.append(open(Path(self.root()) / ".lock", "wb"))  # noqa: SIM115
+
+
 class ShrinkingHighestOffsetMetadata(InMemoryRemoteLogMetadataManager):
     """Answers the highest offset from the finished segments still there, so deletes lower it."""
 
@@ -69,6 +171,8 @@ from tests.kit.test_seeded_bugs import {plugin}
 
 
 class TestBrokenPlugin(StorageManagerContract):
+    required_settings = ("rsm.config.root",)
+
     @pytest.fixture
     def storage_settings(self, tmp_path):
         return {{
@@ -98,9 +202,11 @@ class TestBrokenPlugin(MetadataManagerContract):
 """
 
 
-def run_contract(pytester: pytest.Pytester, template: str, plugin: type) -> pytest.RunResult:
+def run_contract(
+    pytester: pytest.Pytester, template: str, plugin: type, *args: str
+) -> pytest.RunResult:
     pytester.makepyfile(test_broken_plugin=template.format(plugin=plugin.__name__))
-    return pytester.runpytest("-p", "no:cacheprovider", "-q")
+    return pytester.runpytest("-p", "no:cacheprovider", "-q", *args)
 
 
 def failed_tests(result: pytest.RunResult) -> set[str]:
@@ -161,3 +267,106 @@ def test_a_highest_offset_that_drops_on_delete_fails_the_metadata_contract(
     broken = violations(result)
     assert len(broken) == len(failed), broken
     assert all("contract tierlog_highest_offset_for_epoch" in line for line in broken), broken
+
+
+# --- copy, configure and close ------------------------------------------------------------------
+
+QUICK = ("-k", "not leader_change")  # the bugs below show without the cluster scenario
+
+
+def test_a_copy_leaving_a_partial_segment_fails_the_all_or_nothing_rule(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_contract(pytester, STORAGE_RUN, PartialCopyStorage, *QUICK)
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_copy_log_segment_data: copies are all or nothing: after a copy "
+            "failed midway (the producer-snapshot file was gone) fetching the segment raises "
+            "RemoteResourceNotFoundError, never a partial segment; got no error*",
+        ]
+    )
+    failed = failed_tests(result)
+    assert {
+        f"test_a_failed_copy_raises_and_leaves_nothing_visible[{missing}]"
+        for missing in ("offset-index", "time-index", "transaction-index", "producer-snapshot")
+    } <= failed, failed
+
+
+def test_a_copy_swallowing_its_error_fails_the_copy_contract(pytester: pytest.Pytester) -> None:
+    result = run_contract(pytester, STORAGE_RUN, SwallowingCopyStorage, *QUICK)
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_copy_log_segment_data: a copy that fails (the offset-index file "
+            "to upload is gone) raises RemoteStorageError; returning normally would make the "
+            "runtime record an upload that does not exist; got no error*",
+        ]
+    )
+    assert failed_tests(result) == {
+        f"test_a_failed_copy_raises_and_leaves_nothing_visible[{missing}]"
+        for missing in ("offset-index", "time-index", "transaction-index", "producer-snapshot")
+    }
+
+
+def test_a_copy_refusing_an_empty_producer_snapshot_fails_the_copy_contract(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_contract(pytester, STORAGE_RUN, EmptySnapshotRefusingStorage, *QUICK)
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_copy_log_segment_data: copy accepts an empty, segment-aligned "
+            "producer snapshot (KIP-952*; got RemoteStorageError: producer snapshot*",
+        ]
+    )
+    assert failed_tests(result) == {
+        "test_every_kind_of_segment_is_copied_whole[empty-producer-snapshot]"
+    }
+
+
+def test_a_configure_accepting_a_missing_key_fails_the_configure_contract(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_contract(pytester, STORAGE_RUN, LenientConfigureStorage, *QUICK)
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_configure: configure refuses a missing required setting: without "
+            "'rsm.config.root' it raises InvalidConfigError naming the key; got the plugin "
+            "started without it*",
+        ]
+    )
+    assert failed_tests(result) == {"test_configure_refuses_a_missing_required_setting"}
+
+
+@pytest.mark.parametrize(
+    ("plugin", "leak"),
+    [
+        (ThreadLeakingStorage, "close stops every thread the plugin started; got ['kit-house*"),
+        (FileLeakingStorage, "close releases every file descriptor the plugin opened; got [[]*"),
+    ],
+    ids=["threads", "file-descriptors"],
+)
+def test_a_close_that_leaks_fails_the_close_contract(
+    pytester: pytest.Pytester, plugin: type, leak: str
+) -> None:
+    try:
+        result = run_contract(pytester, STORAGE_RUN, plugin, "-k", "close_releases")
+    finally:
+        while LEAKED:
+            leaked = LEAKED.pop()
+            leaked.set() if isinstance(leaked, threading.Event) else leaked.close()
+    result.stdout.fnmatch_lines([f"*contract tierlog_close: {leak}"])
+    assert failed_tests(result) == {"test_close_releases_threads_and_file_descriptors"}
+
+
+def test_the_reference_model_catches_a_highest_offset_that_drops(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_contract(
+        pytester, METADATA_RUN, ShrinkingHighestOffsetMetadata, "-k", "reference_model"
+    )
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_highest_offset_for_epoch: after add [[]0, 19[]] epochs {0: 0}; "
+            "*DELETE_SEGMENT_STARTED*: the answer is the reference model's (epoch 0)*",
+        ]
+    )
+    assert failed_tests(result) == {"test_random_operations_match_the_reference_model"}

@@ -10,6 +10,8 @@ from tierlog.testing import DirectoryStorageManager, StorageManagerContract
 
 
 class TestDirectoryStorage(StorageManagerContract):
+    required_settings = ("rsm.config.root",)
+
     @pytest.fixture
     def storage_settings(self, tmp_path: Path) -> Mapping[str, object]:
         return {

@@ -30,6 +30,7 @@ def fsspec_settings(url: str, **storage_options: str) -> dict[str, object]:
 class FsspecContract(StorageManagerContract):
     supports_custom_metadata = True
     segment_batches = 16
+    required_settings = ("rsm.config.url",)
 
 
 class TestFsspecOnFile(FsspecContract):

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 from tierlog.config import resolve_topic_config
 from tierlog.errors import OffsetOutOfRangeError
-from tierlog.log import EpochEntry, FetchIsolation, LeaderEpochCheckpointFile, LogConfig, files
+from tierlog.log import (
+    EpochEntry,
+    FetchIsolation,
+    LeaderEpochCheckpointFile,
+    LogConfig,
+    PartitionLog,
+    files,
+)
 from tierlog.records import ControlType
 
 from .conftest import LogFactory
@@ -226,6 +233,54 @@ def test_tiered_local_retention_waits_for_the_copy(tmp_path: Path, make_log: Log
     assert log.delete_old_segments() == 2
     assert segment_bases(log) == [4, 6]
     assert log.log_start_offset == 0 and log.local_log_start_offset == 4
+
+
+def _tiered_log(make_log: LogFactory, directory: Path, *, tiered: bool) -> PartitionLog:
+    topic = resolve_topic_config(
+        {
+            "segment.bytes": 1024 * 1024,
+            "file.delete.delay.ms": 0,
+            "remote.storage.enable": tiered,
+            "local.retention.ms": 0,
+            "retention.ms": -1 if tiered else 0,
+        },
+        {"remote.log.storage.system.enable": True},
+    )
+    log = make_log(directory, LogConfig.from_topic_config(topic))
+    for i in range(3):
+        log.append_as_leader(batch(1, value_size=100, timestamp=T0 - 10**6 + i), leader_epoch=0)
+    return log
+
+
+def test_a_tiered_log_rolls_its_active_segment_once_local_retention_holds_for_it(
+    tmp_path: Path, make_log: LogFactory
+) -> None:
+    """KAFKA-15047: otherwise the newest records of a quiet partition never leave the disk."""
+    log = _tiered_log(make_log, tmp_path / "t-0", tiered=True)
+    log.update_high_watermark(log.log_end_offset)
+    assert segment_bases(log) == [0]
+    assert log.delete_old_segments() == 0  # rolled, not deleted: it is not tiered yet
+    assert segment_bases(log) == [0, 3]
+    assert [(u.base_offset, u.end_offset) for u in log.segments_eligible_for_upload()] == [(0, 2)]
+    log.highest_offset_in_remote_storage = 2
+    assert log.delete_old_segments() == 1
+    assert segment_bases(log) == [3] and log.local_log_start_offset == 3
+    assert log.log_start_offset == 0
+    assert log.delete_old_segments() == 0
+    assert segment_bases(log) == [3], "an empty active segment is never rolled"
+
+
+def test_the_active_segment_is_not_rolled_above_the_high_watermark_or_untiered(
+    tmp_path: Path, make_log: LogFactory
+) -> None:
+    above = _tiered_log(make_log, tmp_path / "above-0", tiered=True)
+    above.update_high_watermark(2)
+    assert above.delete_old_segments() == 0
+    assert segment_bases(above) == [0], "records not yet replicated stay in the active segment"
+    local = _tiered_log(make_log, tmp_path / "local-0", tiered=False)
+    local.update_high_watermark(local.log_end_offset)
+    assert local.delete_old_segments() == 0
+    assert segment_bases(local) == [0], "without tiering the active segment is kept"
 
 
 def test_delete_records_moves_the_log_start_offset(tmp_path: Path, make_log: LogFactory) -> None:

@@ -5,7 +5,14 @@ from tierlog.metadata import InMemoryRemoteLogMetadataManager
 from tierlog.plugins import TierlogPluginManager
 from tierlog.spi import RemoteLogMetadataManager
 
-from .support import Segments, make_plugin_manager_with_memory, memory_plugin, metadata_facade
+from .support import (
+    OTHER_TIP,
+    TIP,
+    Segments,
+    make_plugin_manager_with_memory,
+    memory_plugin,
+    metadata_facade,
+)
 
 
 @pytest.fixture
@@ -20,7 +27,10 @@ def manager(plugin_manager: TierlogPluginManager) -> InMemoryRemoteLogMetadataMa
 
 @pytest.fixture
 def rlmm(plugin_manager: TierlogPluginManager) -> RemoteLogMetadataManager:
-    return metadata_facade(plugin_manager)
+    """The facade, leading TIP and OTHER_TIP as the runtime's leadership change would."""
+    facade = metadata_facade(plugin_manager)
+    facade.on_partition_leadership_changes(frozenset({TIP, OTHER_TIP}), frozenset())
+    return facade
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from tierlog.model import (
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     TopicIdPartition,
+    Uuid,
 )
 from tierlog.plugins import BUILTIN_PLUGINS, ROLE_METADATA, TierlogPluginManager
 from tierlog.spi import RemoteLogMetadataManager
@@ -86,14 +87,29 @@ def test_builtin_target_names_the_plugin_class() -> None:
     assert plugin_class is InMemoryRemoteLogMetadataManager
 
 
-def test_unknown_partition_answers_nothing(rlmm: RemoteLogMetadataManager) -> None:
+def test_an_unknown_partition_is_not_found(rlmm: RemoteLogMetadataManager) -> None:
+    """As Kafka's managers: a partition never added, led nor followed is unknown, not empty."""
+    stranger = TopicIdPartition.of(Uuid.random(), "stranger", 0)
+    lookups = [
+        lambda: rlmm.remote_log_segment_metadata(stranger, 0, 0),
+        lambda: rlmm.highest_offset_for_epoch(stranger, 0),
+        lambda: listed(rlmm, tip=stranger),
+        lambda: listed(rlmm, 0, tip=stranger),
+        lambda: rlmm.remote_log_size(stranger, 0),
+        lambda: rlmm.next_segment_with_txn_index(stranger, 0, 0),
+    ]
+    for lookup in lookups:
+        with pytest.raises(RemoteResourceNotFoundError):
+            lookup()
+    assert rlmm.is_ready(stranger) is True  # nothing to load: never "not ready"
+
+
+def test_a_held_partition_without_uploads_answers_nothing(rlmm: RemoteLogMetadataManager) -> None:
     assert rlmm.remote_log_segment_metadata(TIP, 0, 0) is None
     assert rlmm.highest_offset_for_epoch(TIP, 0) is None
     assert listed(rlmm) == []
-    assert listed(rlmm, 0) == []
     assert rlmm.remote_log_size(TIP, 0) == 0
     assert rlmm.next_segment_with_txn_index(TIP, 0, 0) is None
-    assert rlmm.is_ready(TIP) is True
 
 
 # --- lifecycle ----------------------------------------------------------------------------
@@ -409,9 +425,14 @@ def test_partition_delete_finished_forgets_the_partition(
     assert listed(rlmm) == [still_there]
 
     rlmm.put_remote_partition_delete_metadata(partition_delete(PARTITION_DELETE_FINISHED))
-    assert listed(rlmm) == []
-    assert rlmm.highest_offset_for_epoch(TIP, 0) is None
-    assert rlmm.remote_log_segment_metadata(TIP, 0, 150) is None
+    for lookup in (
+        lambda: listed(rlmm),
+        lambda: rlmm.remote_log_size(TIP, 0),
+        lambda: rlmm.highest_offset_for_epoch(TIP, 0),
+        lambda: rlmm.remote_log_segment_metadata(TIP, 0, 150),
+    ):
+        with pytest.raises(RemoteResourceNotFoundError):  # forgotten, as in Kafka: not empty
+            lookup()
     with pytest.raises(RemoteResourceNotFoundError):
         rlmm.update_remote_log_segment_metadata(segments.update(still_there, DELETE_STARTED))
     assert listed(rlmm, tip=OTHER_TIP) == [kept]
@@ -448,7 +469,8 @@ def test_invalid_partition_delete_step_is_rejected(
     assert listed(rlmm) == [segment], "a rejected step deletes nothing"
     if PARTITION_DELETE_STARTED in path and target is not PARTITION_DELETE_STARTED:
         rlmm.put_remote_partition_delete_metadata(partition_delete(PARTITION_DELETE_FINISHED))
-        assert listed(rlmm) == [], "the deletion continues from where it was"
+        with pytest.raises(RemoteResourceNotFoundError):  # the deletion continued to its end
+            listed(rlmm)
 
 
 # --- transaction index and size -----------------------------------------------------------
@@ -547,8 +569,10 @@ def test_stopped_partitions_are_forgotten(
     rlmm.on_stop_partitions(frozenset({TIP}))
 
     assert manager.held_partitions() == {OTHER_TIP}
-    assert listed(rlmm) == []
-    assert rlmm.highest_offset_for_epoch(TIP, 0) is None
+    with pytest.raises(RemoteResourceNotFoundError):
+        listed(rlmm)
+    with pytest.raises(RemoteResourceNotFoundError):
+        rlmm.highest_offset_for_epoch(TIP, 0)
     with pytest.raises(RemoteResourceNotFoundError):
         rlmm.update_remote_log_segment_metadata(segments.update(segment, DELETE_STARTED))
     with pytest.raises(InvalidStateTransitionError):
@@ -566,7 +590,8 @@ def test_close_releases_everything(
     rlmm.put_remote_partition_delete_metadata(partition_delete(MARKED, tip=OTHER_TIP))
     plugin_manager.hook.tierlog_close()
     assert manager.held_partitions() == frozenset()
-    assert listed(rlmm) == []
+    with pytest.raises(RemoteResourceNotFoundError):
+        listed(rlmm)
     with pytest.raises(InvalidStateTransitionError):  # the deletion in progress is forgotten too
         rlmm.put_remote_partition_delete_metadata(
             partition_delete(PARTITION_DELETE_STARTED, tip=OTHER_TIP)
@@ -580,7 +605,8 @@ def test_each_instance_has_its_own_state(segments: Segments) -> None:
     )
     first.add_remote_log_segment_metadata(segments.new(0, 99))
     assert len(listed(first)) == 1
-    assert listed(second) == []
+    with pytest.raises(RemoteResourceNotFoundError):
+        listed(second)
 
 
 # --- threads ------------------------------------------------------------------------------

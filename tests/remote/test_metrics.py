@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from .conftest import Tiered, wait_until
 
 
@@ -48,3 +50,35 @@ def test_copy_fetch_delete_and_pool_metrics(make_tiered: Callable[..., Tiered]) 
     assert value("RemoteCopyLagBytes") >= 0  # type: ignore[operator]
     assert registry.value("RemoteStorageThreadPool", "RemoteLogReaderTaskQueueSize") == 0
     assert registry.value("RemoteStorageThreadPool", "RemoteLogReaderActiveThreads") == 0
+
+
+def test_a_brokers_metrics_are_read_from_the_cluster_by_name_and_tags(
+    make_tiered: Callable[..., Tiered],
+) -> None:
+    tiered = make_tiered(2)
+    tiered.client.create(
+        "t", segment_bytes="4096", replication_factor=2, remote_storage_enable="true"
+    )
+    tiered.fill("t", 12)
+    leader = tiered.client.leader("t", 0)
+    cluster = tiered.cluster
+    wait_until(
+        lambda: cluster.metric(
+            leader, "BrokerTopicMetrics", "RemoteCopyRequestsPerSec", topic="t", partition=0
+        )["count"],  # type: ignore[index]
+        "a copy counted",
+    )
+    copied = cluster.metric(
+        leader, "BrokerTopicMetrics", "RemoteCopyBytesPerSec", topic="t", partition=0
+    )
+    assert copied["count"] > 0  # type: ignore[index]
+    of_topic = cluster.metrics(leader, "BrokerTopicMetrics", topic="t")
+    assert {name.name for name in of_topic} >= {"RemoteCopyBytesPerSec", "RemoteCopyLagBytes"}
+    assert all(name.tag_dict["topic"] == "t" for name in of_topic)
+    assert cluster.metrics(leader, "RemoteStorageThreadPool")
+    with pytest.raises(KeyError, match="RemoteCopyBytesPerSec"):
+        cluster.metric(leader, "BrokerTopicMetrics", "RemoteCopyBytesPerSec", topic="other")
+    follower = next(b for b in cluster.broker_ids if b != leader)
+    cluster.stop_broker(follower)
+    with pytest.raises(KeyError, match="not running"):
+        cluster.metrics(follower)

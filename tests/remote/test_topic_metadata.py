@@ -20,7 +20,7 @@ from tierlog.errors import (
     InvalidConfigError,
     InvalidStateTransitionError,
     InvalidTopicError,
-    RemoteStorageNotReadyError,
+    RemoteResourceNotFoundError,
     TopicAuthorizationFailedError,
 )
 from tierlog.metadata.checkpoint import CHECKPOINT_FILE_NAME
@@ -42,6 +42,7 @@ from tests.metadata.support import (
     DELETE_STARTED,
     FINISHED,
     OTHER_TIP,
+    STARTED,
     TIP,
     Segments,
 )
@@ -253,15 +254,24 @@ def test_remote_log_size_sums_every_listed_segment_of_the_epoch(
     assert [rlmm.remote_log_size(TIP, epoch) for epoch in range(3)] == [3_000, 2_430, 0]
 
 
-def test_lookups_for_a_partition_not_held_answer_not_ready(
+def test_a_partition_not_held_is_not_found_and_its_events_are_published(
     rlmm: RemoteLogMetadataManager,
 ) -> None:
+    """Only a held partition that is loading is "not ready"; any other is unknown here, and a
+    write for it is published for the broker that will hold it (as Kafka's manager does)."""
     stranger = TopicIdPartition.of(Uuid.random(), "elsewhere", 0)
     assert not rlmm.is_ready(stranger)
-    with pytest.raises(RemoteStorageNotReadyError, match="neither leads nor follows"):
+    with pytest.raises(RemoteResourceNotFoundError, match="neither leads nor follows"):
         rlmm.highest_offset_for_epoch(stranger, 0)
-    with pytest.raises(RemoteStorageNotReadyError):
-        Segments(rlmm).add(0, 9, partition=stranger)
+    with pytest.raises(RemoteResourceNotFoundError):
+        list(rlmm.list_remote_log_segments(stranger, None))
+    with pytest.raises(RemoteResourceNotFoundError):
+        rlmm.remote_log_size(stranger, 0)
+    segments = Segments(rlmm)
+    finished = segments.upload(0, 9, partition=stranger, size=10)
+    hold(rlmm, stranger)
+    assert list(rlmm.list_remote_log_segments(stranger, None)) == [finished]
+    assert rlmm.remote_log_size(stranger, 0) == 10
 
 
 # --- restarts -----------------------------------------------------------------------------
@@ -375,3 +385,55 @@ def test_an_event_in_an_unknown_format_is_skipped_with_an_error(
     assert rlmm.remote_log_segment_metadata(TIP, 0, 15) == done
     messages = [r.getMessage() for r in caplog.records]
     assert any(f"offset {sent.offset}" in m and "99" in m for m in messages), messages
+
+
+def test_an_invalid_transition_in_the_topic_is_dropped_with_a_log_line(
+    cluster: EmbeddedCluster,
+    rlmm: RemoteLogMetadataManager,
+    segments: Segments,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Replayed events were already published: an invalid one is logged and skipped, as
+    Kafka's cache does, while the same transition asked for directly keeps raising."""
+    started = segments.add(0, 9)
+    jump = segments.update(started, DELETE_FINISHED)  # COPY_SEGMENT_STARTED cannot go there
+    producer = Producer(cluster.transport)
+    sent = producer.send(TOPIC, encode_event(jump), partition=metadata_partition(TIP, 3))
+    offset = sent.result(timeout=30).offset
+    producer.close()
+    with caplog.at_level(logging.WARNING):
+        done = segments.move(started, FINISHED)  # consumed after the invalid one
+    assert rlmm.remote_log_segment_metadata(TIP, 0, 5) == done
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"offset {offset}" in m and "DELETE_SEGMENT_FINISHED" in m for m in messages)
+    with pytest.raises(InvalidStateTransitionError):
+        rlmm.update_remote_log_segment_metadata(segments.update(done, STARTED))
+    assert rlmm.remote_log_segment_metadata(TIP, 0, 5) == done
+
+
+def test_events_replayed_for_a_newly_held_partition_that_do_not_apply_are_logged(
+    cluster: EmbeddedCluster, rlmm: RemoteLogMetadataManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Replaying history, an update whose add is gone and an invalid transition are each
+    dropped with a log line, and the rest of the history still applies."""
+    later = TopicIdPartition.of(Uuid.random(), "later", 0)
+    segments = Segments(rlmm)
+    orphan = segments.new(0, 9, partition=later)
+    started = segments.new(10, 19, partition=later)
+    kept = segments.new(20, 29, partition=later)
+    producer = Producer(cluster.transport)
+    target = metadata_partition(later, 3)
+    for event in (
+        segments.update(orphan, FINISHED),
+        started,
+        segments.update(started, DELETE_FINISHED),
+        kept,
+    ):
+        producer.send(TOPIC, encode_event(event), partition=target).result(timeout=30)
+    producer.close()
+    with caplog.at_level(logging.WARNING):
+        hold(rlmm, later)
+    assert list(rlmm.list_remote_log_segments(later, None)) == [started, kept]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(str(orphan.remote_log_segment_id) in m for m in messages), messages
+    assert any("DELETE_SEGMENT_FINISHED" in m and "later" in m for m in messages), messages

@@ -21,6 +21,8 @@ def sqlite_settings(tmp_path: Path) -> dict[str, object]:
 
 
 class TestSqliteStorage(StorageManagerContract):
+    required_settings = ("rsm.config.path",)
+
     @pytest.fixture
     def storage_settings(self, tmp_path: Path) -> Mapping[str, object]:
         return sqlite_settings(tmp_path)

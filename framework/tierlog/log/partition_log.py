@@ -1271,7 +1271,10 @@ class PartitionLog:
         """Deletes segments from the oldest while ``predicate(segment, next_base)`` holds."""
         tiered = self._config.remote_copy_enabled
         count = 0
-        while len(self._segments) > 1:
+        while True:
+            if len(self._segments) == 1:
+                self._roll_if_retention_breached(predicate, now)
+                break
             segment, upper = self._touch(self._segments[0]), self._bases[1]
             if upper > self._high_watermark or not predicate(segment, upper):
                 break
@@ -1292,6 +1295,26 @@ class PartitionLog:
             self._local_log_start_offset = max(first, self._log_start_offset)
             self._producer_state.delete_snapshots_below(first)
         return count
+
+    def _roll_if_retention_breached(
+        self, predicate: Callable[[LogSegment, int], bool], now: int
+    ) -> None:
+        """Rolls a tiered log's active segment once retention holds for it (KAFKA-15047).
+
+        Otherwise the newest records of a partition that receives no more writes would never
+        be tiered nor leave the local disk. As in Kafka, only a non-empty active segment wholly
+        below the high watermark is rolled; it is deleted by a later pass once tiered.
+        """
+        active = self._touch(self._active)
+        upper = self._next_offset
+        if (
+            self._config.remote_storage_enable
+            and active.size > 0
+            and upper <= self._high_watermark
+            and predicate(active, upper)
+        ):
+            log.info("rolling the active segment of %s to make it eligible for deletion", self._dir)
+            self._roll_locked(upper, now)
 
     def _schedule_delete(self, segment: LogSegment, now: int) -> None:
         self._forget(segment)

@@ -11,6 +11,7 @@ Neither class here locks: the manager that owns a cache serialises access to it.
 from __future__ import annotations
 
 import bisect
+import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from .checkpoint import EpochSnapshot
 
 __all__ = ["RemoteLogLeaderEpochState", "RemoteLogMetadataCache"]
+
+log = logging.getLogger(__name__)
 
 
 class RemoteLogLeaderEpochState:
@@ -130,8 +133,8 @@ class RemoteLogMetadataCache:
     tiered offset, which must survive the deletion of the segments that set it.
 
     A cache starts *initialized* unless a manager must first replay history into it; while it is
-    not, an update for an unknown segment is dropped instead of rejected, because the event that
-    added the segment may already be gone from the history being replayed.
+    not, an update for an unknown segment is dropped with a log line instead of rejected, because
+    the event that added the segment may already be gone from the history being replayed.
     """
 
     def __init__(self, topic_id_partition: TopicIdPartition, *, initialized: bool = True) -> None:
@@ -192,6 +195,12 @@ class RemoteLogMetadataCache:
         existing = self._id_to_metadata.get(segment_id)
         if existing is None:
             if not self._initialized:
+                log.warning(
+                    "%s: dropping a %s update of unknown segment %s while replaying history",
+                    self.topic_id_partition,
+                    update.state.name,
+                    segment_id,
+                )
                 return
             raise RemoteResourceNotFoundError(f"no remote log segment metadata for {segment_id}")
         check_transition(existing.state, update.state)

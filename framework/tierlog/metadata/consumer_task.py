@@ -7,7 +7,8 @@ the task's lock.
 
 Readiness (KIP-1007): a user partition is ready once its metadata partition has been consumed
 up to the end offset seen when the partition was assigned, or at once if that metadata partition
-is empty. Until then lookups for it answer ``RemoteStorageNotReadyError``.
+is empty. Until then lookups for it answer ``RemoteStorageNotReadyError``; lookups for a partition
+that is not assigned, or whose remote metadata was deleted, answer ``RemoteResourceNotFoundError``.
 
 Re-reading: a metadata partition is shared by many user partitions. When a newly assigned user
 partition needs events from further back than the partition's current position, the task seeks
@@ -73,6 +74,20 @@ class HeldPartition:
     @property
     def ready(self) -> bool:
         return self.ready_at is None
+
+    @property
+    def live_delete_state(self) -> RemotePartitionDeleteMetadata | None:
+        """The deletion under way, if any; after FINISHED a new deletion may start (MARKED)."""
+        return None if self.deleted else self.delete_state
+
+    @property
+    def deleted(self) -> bool:
+        """DELETE_PARTITION_FINISHED was applied: the partition's metadata is gone for good."""
+        state = self.delete_state
+        return (
+            state is not None
+            and state.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED
+        )
 
 
 class ConsumerTask:
@@ -142,16 +157,38 @@ class ConsumerTask:
     # --- what the manager reads (call with ``lock`` held) --------------------------------------
 
     def held(self, partition: TopicIdPartition) -> HeldPartition:
-        """The partition's state, ready; else RemoteStorageNotReadyError."""
-        held = self._held.get(partition)
+        """The partition's state, for a lookup.
+
+        :raises RemoteResourceNotFoundError: this broker does not hold the partition, or its
+            remote metadata was deleted (DELETE_PARTITION_FINISHED).
+        :raises RemoteStorageNotReadyError: the partition is held but still loading.
+        """
+        held = self.held_for_write(partition)
         if held is None:
-            if partition in self._wanted:
-                raise RemoteStorageNotReadyError(
-                    f"remote log metadata of {partition} is not loaded yet"
-                )
-            raise RemoteStorageNotReadyError(
+            raise RemoteResourceNotFoundError(
                 f"remote log metadata of {partition} is not held by this broker: it neither "
                 "leads nor follows the partition"
+            )
+        if held.deleted:
+            raise RemoteResourceNotFoundError(f"the remote log metadata of {partition} was deleted")
+        return held
+
+    def assigned(self, partition: TopicIdPartition) -> bool:
+        """Whether this broker leads or follows ``partition`` (loaded or not)."""
+        return partition in self._wanted
+
+    def held_for_write(self, partition: TopicIdPartition) -> HeldPartition | None:
+        """The partition's state to check a write against, or None if it is not held here (the
+        event is then published unchecked, for whichever broker is assigned it).
+
+        :raises RemoteStorageNotReadyError: the partition is held but still loading.
+        """
+        if not self.assigned(partition):
+            return None
+        held = self._held.get(partition)
+        if held is None:
+            raise RemoteStorageNotReadyError(
+                f"remote log metadata of {partition} is not loaded yet"
             )
         if not held.ready:
             raise RemoteStorageNotReadyError(
@@ -397,15 +434,14 @@ def _apply_event(
 ) -> None:
     if isinstance(event, RemoteLogSegmentMetadata):
         held.cache.add_copy_in_progress_segment(event)
+        held.delete_state = None if held.deleted else held.delete_state  # it starts afresh
     elif isinstance(event, RemoteLogSegmentMetadataUpdate):
         held.cache.update_remote_log_segment_metadata(event)
     else:
-        current = held.delete_state
+        current = held.live_delete_state
         check_transition(current.state if current is not None else None, event.state)
         if event.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
             held.cache = RemoteLogMetadataCache(
                 held.cache.topic_id_partition, initialized=held.cache.is_initialized
             )
-            held.delete_state = None
-        else:
-            held.delete_state = event
+        held.delete_state = event

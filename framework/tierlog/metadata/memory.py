@@ -37,9 +37,10 @@ class InMemoryRemoteLogMetadataManager:
     event with ``InvalidStateTransitionError`` and changes nothing, so the caller's bug surfaces
     where it happens.
 
-    Lookups for a partition the manager does not hold answer None or nothing rather than raising:
-    the copy task asks for the highest tiered offset before a partition's first upload. There is
-    nothing to load, so every partition is always ready.
+    Lookups for a partition the manager does not hold (never added, led nor followed, stopped,
+    or forgotten by DELETE_PARTITION_FINISHED) raise ``RemoteResourceNotFoundError``, as Kafka's
+    do. There is nothing to load, so every partition is always ready and the "not ready" error
+    is never raised.
 
     One lock guards all state; the runtime calls from its request, copy and expiration threads.
     """
@@ -102,18 +103,16 @@ class InMemoryRemoteLogMetadataManager:
         self, topic_id_partition: TopicIdPartition, epoch_for_offset: int, offset: int
     ) -> RemoteLogSegmentMetadata | None:
         with self._lock:
-            cache = self._caches.get(topic_id_partition)
-            if cache is None:
-                return None
-            return cache.remote_log_segment_metadata(epoch_for_offset, offset)
+            return self._cache(topic_id_partition).remote_log_segment_metadata(
+                epoch_for_offset, offset
+            )
 
     @hookimpl
     def tierlog_highest_offset_for_epoch(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int
     ) -> int | None:
         with self._lock:
-            cache = self._caches.get(topic_id_partition)
-            return cache.highest_offset_for_epoch(leader_epoch) if cache is not None else None
+            return self._cache(topic_id_partition).highest_offset_for_epoch(leader_epoch)
 
     @hookimpl
     def tierlog_list_remote_log_segments(
@@ -121,9 +120,7 @@ class InMemoryRemoteLogMetadataManager:
     ) -> Iterator[RemoteLogSegmentMetadata]:
         """A snapshot taken under the lock, so the caller may iterate while others write."""
         with self._lock:
-            cache = self._caches.get(topic_id_partition)
-            if cache is None:
-                return iter(())
+            cache = self._cache(topic_id_partition)
             if leader_epoch is None:
                 return iter(cache.list_all_remote_log_segments())
             return iter(cache.list_remote_log_segments(leader_epoch))
@@ -133,18 +130,20 @@ class InMemoryRemoteLogMetadataManager:
         self, topic_id_partition: TopicIdPartition, leader_epoch: int
     ) -> int:
         with self._lock:
-            cache = self._caches.get(topic_id_partition)
-            return cache.remote_log_size(leader_epoch) if cache is not None else 0
+            return self._cache(topic_id_partition).remote_log_size(leader_epoch)
 
     @hookimpl
     def tierlog_next_segment_with_txn_index(
         self, topic_id_partition: TopicIdPartition, epoch: int, offset: int
     ) -> RemoteLogSegmentMetadata | None:
         with self._lock:
-            cache = self._caches.get(topic_id_partition)
-            if cache is None:
-                return None
-            return cache.next_segment_with_txn_index(epoch, offset)
+            return self._cache(topic_id_partition).next_segment_with_txn_index(epoch, offset)
+
+    def _cache(self, partition: TopicIdPartition) -> RemoteLogMetadataCache:
+        cache = self._caches.get(partition)
+        if cache is None:
+            raise RemoteResourceNotFoundError(f"no remote log metadata for {partition}")
+        return cache
 
     @hookimpl
     def tierlog_is_ready(self, topic_id_partition: TopicIdPartition) -> bool:

@@ -17,7 +17,13 @@ segment that was never tiered is deleted, while local data is still served.
 
 Writes are read-your-writes: a call returns once this broker's own consumer applied the event,
 so the next lookup sees it. Before that, each write is checked against the current state and an
-invalid transition is refused without publishing anything.
+invalid transition is refused without publishing anything. A write for a partition this broker
+does not hold is published unchecked and not waited for: as in Kafka, the broker assigned the
+partition applies it when it consumes the metadata partition.
+
+Lookups for a partition this broker does not hold, or whose remote metadata was deleted
+(DELETE_PARTITION_FINISHED), raise ``RemoteResourceNotFoundError``; the retriable
+``RemoteStorageNotReadyError`` is only for a held partition that is still loading.
 """
 
 from __future__ import annotations
@@ -245,6 +251,20 @@ class TopicBasedRemoteLogMetadataManager:
             self._config = TopicBasedConfig.from_mapping({}, broker_id=self._broker_id)
         return self._config
 
+    def _lookup_task(self, partition: TopicIdPartition) -> ConsumerTask:
+        """The consumer task to answer a lookup for ``partition`` from.
+
+        Before the task runs, only a partition this broker was assigned is "not ready"; any
+        other is unknown here.
+        """
+        with self._lock:
+            task, pending = self._task, partition in self._pending
+        if task is None and not pending:
+            raise RemoteResourceNotFoundError(
+                f"remote log metadata of {partition} is not held by this broker"
+            )
+        return self._ready_task()
+
     def _ready_task(self) -> ConsumerTask:
         task = self._task
         if task is None:
@@ -288,7 +308,12 @@ class TopicBasedRemoteLogMetadataManager:
             except TierlogError as err:
                 kind = RetriableRemoteStorageError if err.retriable else RemoteStorageError
                 raise kind(f"publishing remote log metadata of {partition} failed: {err}") from err
-        task.wait_until_consumed(target, written.offset, max(deadline - time.monotonic(), 0))
+        with task.lock:
+            assigned = task.assigned(partition)
+        if assigned:
+            task.wait_until_consumed(target, written.offset, max(deadline - time.monotonic(), 0))
+        # Otherwise the event is published for the broker that will be assigned the partition:
+        # its consumer applies it then, as Kafka's does.
 
     @hookimpl
     def tierlog_add_remote_log_segment_metadata(
@@ -298,8 +323,8 @@ class TopicBasedRemoteLogMetadataManager:
         partition = metadata.topic_id_partition
         task = self._ready_task()
         with task.lock:
-            held = task.held(partition)
-            existing = held.cache.segment(metadata.remote_log_segment_id)
+            held = task.held_for_write(partition)
+            existing = held.cache.segment(metadata.remote_log_segment_id) if held else None
             check_transition(existing.state if existing is not None else None, metadata.state)
         self._publish(partition, metadata)
 
@@ -311,12 +336,14 @@ class TopicBasedRemoteLogMetadataManager:
         partition = update.topic_id_partition
         task = self._ready_task()
         with task.lock:
-            existing = task.held(partition).cache.segment(update.remote_log_segment_id)
-            if existing is None:
-                raise RemoteResourceNotFoundError(
-                    f"no remote log segment metadata for {update.remote_log_segment_id}"
-                )
-            check_transition(existing.state, update.state)
+            held = task.held_for_write(partition)
+            if held is not None:
+                existing = held.cache.segment(update.remote_log_segment_id)
+                if existing is None:
+                    raise RemoteResourceNotFoundError(
+                        f"no remote log segment metadata for {update.remote_log_segment_id}"
+                    )
+                check_transition(existing.state, update.state)
         self._publish(partition, update)
 
     @hookimpl
@@ -326,7 +353,8 @@ class TopicBasedRemoteLogMetadataManager:
         event = remote_partition_delete_metadata
         task = self._ready_task()
         with task.lock:
-            current = task.held(event.topic_id_partition).delete_state
+            held = task.held_for_write(event.topic_id_partition)
+            current = held.live_delete_state if held is not None else None
             check_transition(current.state if current is not None else None, event.state)
         self._publish(event.topic_id_partition, event)
 
@@ -336,7 +364,7 @@ class TopicBasedRemoteLogMetadataManager:
     def tierlog_remote_log_segment_metadata(
         self, topic_id_partition: TopicIdPartition, epoch_for_offset: int, offset: int
     ) -> RemoteLogSegmentMetadata | None:
-        task = self._ready_task()
+        task = self._lookup_task(topic_id_partition)
         with task.lock:
             cache = task.held(topic_id_partition).cache
             return cache.remote_log_segment_metadata(epoch_for_offset, offset)
@@ -345,7 +373,7 @@ class TopicBasedRemoteLogMetadataManager:
     def tierlog_highest_offset_for_epoch(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int
     ) -> int | None:
-        task = self._ready_task()
+        task = self._lookup_task(topic_id_partition)
         with task.lock:
             return task.held(topic_id_partition).cache.highest_offset_for_epoch(leader_epoch)
 
@@ -353,7 +381,7 @@ class TopicBasedRemoteLogMetadataManager:
     def tierlog_list_remote_log_segments(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int | None
     ) -> Iterator[RemoteLogSegmentMetadata]:
-        task = self._ready_task()
+        task = self._lookup_task(topic_id_partition)
         with task.lock:
             cache = task.held(topic_id_partition).cache
             if leader_epoch is None:
@@ -364,7 +392,7 @@ class TopicBasedRemoteLogMetadataManager:
     def tierlog_remote_log_size(
         self, topic_id_partition: TopicIdPartition, leader_epoch: int
     ) -> int:
-        task = self._ready_task()
+        task = self._lookup_task(topic_id_partition)
         with task.lock:
             return task.held(topic_id_partition).cache.remote_log_size(leader_epoch)
 
@@ -372,7 +400,7 @@ class TopicBasedRemoteLogMetadataManager:
     def tierlog_next_segment_with_txn_index(
         self, topic_id_partition: TopicIdPartition, epoch: int, offset: int
     ) -> RemoteLogSegmentMetadata | None:
-        task = self._ready_task()
+        task = self._lookup_task(topic_id_partition)
         with task.lock:
             cache = task.held(topic_id_partition).cache
             return cache.next_segment_with_txn_index(epoch, offset)

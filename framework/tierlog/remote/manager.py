@@ -29,6 +29,7 @@ import attrs
 from ..config import BrokerConfig
 from ..errors import (
     OffsetOutOfRangeError,
+    RemoteResourceNotFoundError,
     RetriableError,
     RetriableRemoteStorageError,
     TierlogError,
@@ -401,6 +402,11 @@ class RemoteLogManager:
         except RetriableError as err:
             failed = True
             log.debug("%s: copy will be retried: %s", tp, err)
+        except RemoteResourceNotFoundError as err:
+            failed = True
+            if not self._metadata_forgotten(tasks):
+                self.metrics.meter(m.COPY_ERRORS, tp).mark()
+                log.warning("%s: copying to remote storage failed: %s", tp, err)
         except Exception as err:
             failed = True
             self.metrics.meter(m.COPY_ERRORS, tp).mark()
@@ -427,10 +433,30 @@ class RemoteLogManager:
             expire_remote_segments(self, tasks)
         except Exception as err:
             failed = True
-            if not tasks.partition.log.closed:
+            forgotten = isinstance(err, RemoteResourceNotFoundError) and self._metadata_forgotten(
+                tasks
+            )
+            if not (tasks.partition.log.closed or forgotten):
                 log.warning("%s: remote retention failed: %s", tp, err)
         finally:
             self._finish(tasks, copy=False, failed=failed)
+
+    def _metadata_forgotten(self, tasks: PartitionTasks) -> bool:
+        """Whether the metadata manager no longer knows the partition: its topic was deleted
+        (DELETE_PARTITION_FINISHED, perhaps by another broker) and this replica is about to be
+        stopped, or it already was. Its tasks then have nothing to do; that is no failure."""
+        if tasks.partition.log.closed or tasks.cancelled:
+            return True
+        try:
+            self.metadata.list_remote_log_segments(tasks.topic_id_partition)
+        except RemoteResourceNotFoundError:
+            log.debug(
+                "%s: remote log metadata is gone; waiting to be stopped", tasks.topic_id_partition
+            )
+            return True
+        except TierlogError:
+            return False
+        return False
 
     def _check_lineage(self, tasks: PartitionTasks) -> None:
         """Once per leadership, before the first copy or expiration decides anything."""

@@ -135,15 +135,18 @@ class PartitionDeletions:
             self._publish(pending, State.DELETE_PARTITION_MARKED)
         if pending.published is State.DELETE_PARTITION_MARKED:
             self._publish(pending, State.DELETE_PARTITION_STARTED)
-        for segment in self._metadata.list_remote_log_segments(tip):
-            if segment.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
-                continue
-            try:
-                self._delete_segment(segment)
-            except RemoteResourceNotFoundError:
-                # Deleting is idempotent: what is already gone needs no second pass.
-                log.debug("%s: %s was already gone", tip, segment.remote_log_segment_id)
-        self._publish(pending, State.DELETE_PARTITION_FINISHED)
+        if pending.published is State.DELETE_PARTITION_STARTED:
+            # Once FINISHED is published the manager no longer knows the partition's segments
+            # (lookups raise RemoteResourceNotFoundError), so a retry skips straight to the stop.
+            for segment in self._metadata.list_remote_log_segments(tip):
+                if segment.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+                    continue
+                try:
+                    self._delete_segment(segment)
+                except RemoteResourceNotFoundError:
+                    # Deleting is idempotent: what is already gone needs no second pass.
+                    log.debug("%s: %s was already gone", tip, segment.remote_log_segment_id)
+            self._publish(pending, State.DELETE_PARTITION_FINISHED)
         self._metadata.on_stop_partitions(frozenset({tip}))
 
     def _publish(self, pending: _Pending, state: State) -> None:

@@ -9,7 +9,7 @@ through the ``RemoteLogMetadataManager`` facade; a failure names the hook and th
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +18,6 @@ import pytest
 from ..errors import (
     InvalidStateTransitionError,
     RemoteResourceNotFoundError,
-    RemoteStorageNotReadyError,
 )
 from ..model import (
     CustomMetadata,
@@ -31,6 +30,7 @@ from ..model import (
 )
 from ..spi import RemoteLogMetadataManager
 from .contract import check, check_equal, expect_error
+from .metadata_model import MetadataModel
 from .runtime import MetadataRuntime, wait_until
 from .uploads import DELETE_FINISHED, DELETE_STARTED, FINISHED, STARTED, Uploads
 
@@ -100,6 +100,8 @@ class MetadataManagerContract:
     supports_concurrent_use: ClassVar[bool] = True
     #: Seconds to wait for readiness after a leadership change or a restart.
     ready_timeout_s: ClassVar[float] = 30.0
+    #: Random operation sequences checked against the reference model (0 skips the test).
+    model_examples: ClassVar[int] = 20
 
     # --- fixtures the plugin author overrides ----------------------------------------------
 
@@ -632,27 +634,61 @@ class MetadataManagerContract:
         rlmm.put_remote_partition_delete_metadata(
             self._partition_delete(partition, PARTITION_DELETE_FINISHED)
         )
-        check_equal(listed(rlmm, partition), [], PARTITION_DELETE, "FINISHED drops every segment")
-        check_equal(
-            rlmm.highest_offset_for_epoch(partition, 0),
-            None,
-            PARTITION_DELETE,
-            "FINISHED drops everything the manager holds, the highest offset too",
-        )
+        gone = "after DELETE_PARTITION_FINISHED the partition is unknown: "
+        with expect_error(
+            RemoteResourceNotFoundError, LIST, gone + "listing raises RemoteResourceNotFoundError"
+        ):
+            listed(rlmm, partition)
+        with expect_error(
+            RemoteResourceNotFoundError, LIST, gone + "listing raises RemoteResourceNotFoundError"
+        ):
+            listed(rlmm, partition, 0)
+        with expect_error(
+            RemoteResourceNotFoundError, LOOKUP, gone + "lookups raise RemoteResourceNotFoundError"
+        ):
+            rlmm.remote_log_segment_metadata(partition, 0, 50)
+        with expect_error(
+            RemoteResourceNotFoundError, SIZE, gone + "its size raises RemoteResourceNotFoundError"
+        ):
+            rlmm.remote_log_size(partition, 0)
         check_equal(
             listed(rlmm, other_partition),
             [kept],
             PARTITION_DELETE,
             "deleting one partition leaves the others",
         )
-        rlmm.put_remote_partition_delete_metadata(self._partition_delete(partition, MARKED))
-        fresh = uploads.upload(0, 9)
-        check_equal(
-            listed(rlmm, partition),
-            [fresh],
-            PARTITION_DELETE,
-            "after FINISHED a new deletion may start (MARKED), and new uploads start afresh",
+
+    def test_a_partition_never_known_is_not_found(self, rlmm: RemoteLogMetadataManager) -> None:
+        stranger = TopicIdPartition.of(Uuid.random(), "kit-never-known", 0)
+        rule = (
+            "a partition the manager never knew raises RemoteResourceNotFoundError (not "
+            "retriable), never the retriable RemoteStorageNotReadyError"
         )
+        lookups: list[tuple[str, Callable[[], object]]] = [
+            (LIST, lambda: listed(rlmm, stranger)),
+            (LIST, lambda: listed(rlmm, stranger, 0)),
+            (SIZE, lambda: rlmm.remote_log_size(stranger, 0)),
+        ]
+        for hook, lookup in lookups:
+            with expect_error(RemoteResourceNotFoundError, hook, rule):
+                lookup()
+
+    def test_events_published_before_assignment_are_applied_on_assignment(
+        self,
+        rlmm: RemoteLogMetadataManager,
+        metadata_runtime: MetadataRuntime,
+        uploads: Uploads,
+    ) -> None:
+        later = TopicIdPartition.of(Uuid.random(), "kit-assigned-later", 0)
+        first = uploads.upload(0, 99, partition=later, size=1000)
+        second = uploads.upload(100, 149, partition=later, size=500)
+        metadata_runtime.hold(later)
+        rule = (
+            "segments added before the partition was assigned to this broker are listed once "
+            "it leads the partition (the events are published, and applied on assignment)"
+        )
+        check_equal(listed(rlmm, later), [first, second], LIST, rule)
+        check_equal(rlmm.remote_log_size(later, 0), 1500, SIZE, rule)
 
     @pytest.mark.parametrize(
         ("path", "target"),
@@ -687,6 +723,40 @@ class MetadataManagerContract:
             listed(rlmm, partition), [segment], PARTITION_DELETE, "a rejected step deletes nothing"
         )
 
+    # --- random sequences against a reference model ----------------------------------------
+
+    def test_random_operations_match_the_reference_model(
+        self, rlmm: RemoteLogMetadataManager, metadata_runtime: MetadataRuntime
+    ) -> None:
+        """Property-based: sequences of adds and state changes (valid or not), each on a fresh
+        partition, must leave every answer equal to :class:`MetadataModel`'s. A failure shows
+        the shortest sequence found that breaks the rule."""
+        if self.model_examples <= 0:
+            pytest.skip("model_examples = 0")
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+
+        states = st.sampled_from([FINISHED, DELETE_STARTED, DELETE_FINISHED])  # update targets
+        operation = st.one_of(
+            st.tuples(st.just("add"), st.booleans(), st.booleans(), st.integers(1, 1000)),
+            st.tuples(st.just("move"), st.integers(0, 7), states),
+        )
+
+        @settings(
+            max_examples=self.model_examples,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(st.lists(operation, min_size=1, max_size=10))
+        def check_sequence(operations: list[tuple[Any, ...]]) -> None:
+            partition = TopicIdPartition.of(Uuid.random(), "kit-model", 0)
+            metadata_runtime.hold(partition)
+            _replay_against_model(rlmm, partition, operations)
+
+        check_sequence()
+
     # --- readiness and assignment ----------------------------------------------------------
 
     def test_held_partitions_are_ready(
@@ -714,18 +784,6 @@ class MetadataManagerContract:
             "a partition neither led nor followed is not ready (ready_only_when_held = True)",
             rlmm.is_ready(stranger),
         )
-        with expect_error(
-            RemoteStorageNotReadyError,
-            HIGHEST,
-            "while a partition is not ready, lookups raise RemoteStorageNotReadyError",
-        ):
-            rlmm.highest_offset_for_epoch(stranger, 0)
-        with expect_error(
-            RemoteStorageNotReadyError,
-            LIST,
-            "while a partition is not ready, lookups raise RemoteStorageNotReadyError",
-        ):
-            listed(rlmm, stranger)
 
     def test_leadership_changes_keep_what_is_known(
         self,
@@ -757,14 +815,15 @@ class MetadataManagerContract:
 
         def dropped() -> bool:
             try:
-                return not listed(rlmm, partition)
-            except RemoteStorageNotReadyError:
+                listed(rlmm, partition)
+            except RemoteResourceNotFoundError:
                 return True
+            return False
 
         wait_until(
             dropped,
             STOP,
-            "a stopped partition's state is dropped: nothing listed (or not ready)",
+            "a stopped partition's state is dropped: listing it raises RemoteResourceNotFoundError",
             self.ready_timeout_s,
         )
         check_equal(listed(rlmm, other_partition), [kept], STOP, "other partitions stay")
@@ -868,3 +927,92 @@ class MetadataManagerContract:
             HIGHEST,
             "after a restart the manager carries on recording",
         )
+
+
+def _replay_against_model(
+    rlmm: RemoteLogMetadataManager,
+    partition: TopicIdPartition,
+    operations: list[tuple[Any, ...]],
+) -> None:
+    """Applies ``operations`` to the manager and to the model, comparing after each one."""
+    uploads = Uploads(rlmm, partition)
+    model = MetadataModel()
+    added: list[RemoteLogSegmentMetadata] = []
+    done: list[str] = []
+    next_offset, epoch = 0, 0
+    for operation in operations:
+        if operation[0] == "add":
+            _, bump, split, size = operation
+            epoch += int(bump)
+            epochs = {epoch: next_offset}
+            if split:  # a leader change inside the segment
+                epoch += 1
+                epochs[epoch] = next_offset + 10
+            metadata = uploads.add(next_offset, next_offset + 19, epochs, size=size)
+            model.added(metadata)
+            added.append(metadata)
+            done.append(f"add [{next_offset}, {next_offset + 19}] epochs {epochs}")
+            next_offset += 20
+        elif added:
+            _, index, target = operation
+            original = added[index % len(added)]
+            segment_id = original.remote_log_segment_id
+            current = model.segments.get(segment_id)
+            update = uploads.update(current or original, target)
+            number = added.index(original)
+            done.append(f"move segment #{number} to {target.name}")
+            rule = "after " + "; ".join(done)
+            if current is None:
+                with expect_error(
+                    RemoteResourceNotFoundError, UPDATE, rule + ": a deleted segment is unknown"
+                ):
+                    rlmm.update_remote_log_segment_metadata(update)
+            elif not model.allows(segment_id, target):
+                with expect_error(
+                    InvalidStateTransitionError,
+                    UPDATE,
+                    rule + f": {current.state.name} -> {target.name} is refused",
+                ):
+                    rlmm.update_remote_log_segment_metadata(update)
+            else:
+                rlmm.update_remote_log_segment_metadata(update)
+                model.moved(current.create_with_updates(update))
+        _compare_with_model(rlmm, partition, model, epoch, "after " + "; ".join(done))
+
+
+def _compare_with_model(
+    rlmm: RemoteLogMetadataManager,
+    partition: TopicIdPartition,
+    model: MetadataModel,
+    last_epoch: int,
+    history: str,
+) -> None:
+    rule = f"{history}: the answer is the reference model's"
+    check_equal(set(listed(rlmm, partition)), set(model.listed()), LIST, rule)
+    for epoch in range(last_epoch + 2):
+        check_equal(
+            listed(rlmm, partition, epoch), model.listed(epoch), LIST, f"{rule} (epoch {epoch})"
+        )
+        check_equal(
+            rlmm.highest_offset_for_epoch(partition, epoch),
+            model.highest.get(epoch),
+            HIGHEST,
+            f"{rule} (epoch {epoch})",
+        )
+        check_equal(
+            rlmm.remote_log_size(partition, epoch),
+            model.size(epoch),
+            SIZE,
+            f"{rule} (epoch {epoch})",
+        )
+    for segment in model.listed():
+        for epoch, start in segment.segment_leader_epochs:
+            end = segment.end_offset_for_epoch(epoch)
+            for offset in (start, end):
+                assert offset is not None
+                check_equal(
+                    rlmm.remote_log_segment_metadata(partition, epoch, offset),
+                    model.lookup(epoch, offset),
+                    LOOKUP,
+                    f"{rule} (epoch {epoch}, offset {offset})",
+                )

@@ -21,10 +21,16 @@ expectations speak about what was uploaded, fetched and deleted::
 short task intervals that make tiering take milliseconds instead of minutes. With several
 brokers and a replicated topic, ``leader_change`` stops the leader (cleanly or as a crash) and
 waits for another replica to lead; ``start_broker`` brings the old one back as a follower.
+
+A step that times out says why when the plugin is to blame: the storage hooks that failed
+meanwhile (by hook, broker and error) and the errors logged while it waited.
 """
 
 from __future__ import annotations
 
+import collections
+import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -33,7 +39,7 @@ from typing import Self
 
 from ..client import Admin, AlterConfig, ConfigResource, Consumer, NewTopic, Producer
 from ..cluster import EmbeddedCluster
-from ..errors import RemoteStorageNotReadyError
+from ..errors import RemoteStorageNotReadyError, TierlogError
 from ..log.partition_log import PartitionLog
 from ..model import (
     RemoteLogSegmentMetadata,
@@ -45,7 +51,7 @@ from ..model import (
 from ..server.broker import Broker, BrokerState
 from ..server.image import PartitionRegistration
 from ..server.partition import Partition
-from .recording import COPY, DELETE, FETCH, RecordingStorageManager, StorageEvent
+from .recording import COPY, DELETE, FETCH, FETCH_INDEX, RecordingStorageManager, StorageEvent
 
 #: Broker settings that make the remote log manager and retention react within milliseconds.
 FAST_TIERING: Mapping[str, object] = {
@@ -55,6 +61,35 @@ FAST_TIERING: Mapping[str, object] = {
 }
 
 RECORDER = "scenario-recorder"
+
+#: The hook each kind of recorded storage call went through.
+HOOKS: Mapping[str, str] = {
+    COPY: "tierlog_copy_log_segment_data",
+    FETCH: "tierlog_fetch_log_segment",
+    FETCH_INDEX: "tierlog_fetch_index",
+    DELETE: "tierlog_delete_log_segment_data",
+}
+
+
+class _LoggedErrors(logging.Handler):
+    """The last warnings and errors logged anywhere in the process while a scenario runs."""
+
+    def __init__(self, keep: int = 200) -> None:
+        super().__init__(logging.WARNING)
+        self.records: collections.deque[logging.LogRecord] = collections.deque(maxlen=keep)
+        self.count = 0
+        self._guard = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self._guard:
+            self.records.append(record)
+            self.count += 1
+
+    def since(self, count: int) -> list[logging.LogRecord]:
+        """Records logged after the first ``count`` (those still kept)."""
+        with self._guard:
+            kept = list(self.records)
+            return kept[-(self.count - count) :] if self.count > count else []
 
 
 class ScenarioError(AssertionError):
@@ -82,7 +117,9 @@ class Scenario:
         self.timeout_s = timeout_s
         self.recorder = RecordingStorageManager()
         self._settings = {**FAST_TIERING, **settings}
-        self._plugins = {**(extra_plugins or {}), RECORDER: self.recorder}
+        # One recording wrapper per broker, so each event says which broker made the call.
+        self._plugins = {**(extra_plugins or {}), RECORDER: self.recorder.per_broker()}
+        self._logged = _LoggedErrors()
         self._brokers = brokers
         self._cluster: EmbeddedCluster | None = None
         self._topic_ids: dict[str, Uuid] = {}
@@ -100,6 +137,7 @@ class Scenario:
 
     def start(self) -> Self:
         if self._cluster is None:
+            logging.getLogger().addHandler(self._logged)
             cluster = EmbeddedCluster(
                 self._brokers,
                 self.data_dir / "cluster",
@@ -112,8 +150,11 @@ class Scenario:
 
     def close(self) -> None:
         cluster, self._cluster = self._cluster, None
-        if cluster is not None:
-            cluster.stop()
+        try:
+            if cluster is not None:
+                cluster.stop()
+        finally:
+            logging.getLogger().removeHandler(self._logged)
 
     def __enter__(self) -> Self:
         return self.start()
@@ -195,18 +236,31 @@ class Scenario:
         if expect is None:
             expect = self._values.get(TopicPartition(topic, partition), [])[from_offset:]
         self._consume_mark = len(self.recorder.events)
+        logged_before = self._logged.count
         tp = TopicPartition(topic, partition)
         got: list[bytes | None] = []
         deadline = time.monotonic() + self.timeout_s
+
+        def why() -> str:
+            return _diagnosis(
+                self.recorder.events[self._consume_mark :], self._logged.since(logged_before)
+            )
+
         with Consumer(self.cluster.transport, {"auto.offset.reset": "none"}) as consumer:
             consumer.assign([tp])
             consumer.seek(tp, from_offset)
             while len(got) < len(expect) and time.monotonic() < deadline:
-                got.extend(record.value for record in consumer.poll(timeout_ms=200))
+                try:
+                    got.extend(record.value for record in consumer.poll(timeout_ms=200))
+                except TierlogError as err:
+                    raise ScenarioError(
+                        f"consuming {topic}-{partition} from {from_offset} failed after "
+                        f"{len(got)} records: {type(err).__name__}: {err}" + why()
+                    ) from err
         if got[: len(expect)] != list(expect):
             raise ScenarioError(
                 f"consuming {topic}-{partition} from {from_offset}: got {len(got)} records "
-                f"{_preview(got)}, expected {len(expect)} {_preview(list(expect))}"
+                f"{_preview(got)}, expected {len(expect)} {_preview(list(expect))}" + why()
             )
         return self
 
@@ -595,6 +649,7 @@ class Scenario:
 
     def _wait(self, condition: Callable[[], object], what: str) -> None:
         deadline = time.monotonic() + self.timeout_s
+        events_before, logged_before = len(self.recorder.events), self._logged.count
         while True:
             try:
                 if condition():
@@ -602,8 +657,39 @@ class Scenario:
             except ScenarioError:
                 pass
             if time.monotonic() > deadline:
-                raise ScenarioError(f"timed out after {self.timeout_s}s waiting until {what}")
+                raise ScenarioError(
+                    f"timed out after {self.timeout_s}s waiting until {what}"
+                    + _diagnosis(
+                        self.recorder.events[events_before:], self._logged.since(logged_before)
+                    )
+                )
             time.sleep(0.02)
+
+
+def _diagnosis(events: Sequence[StorageEvent], logged: Sequence[logging.LogRecord]) -> str:
+    """What the plugin did wrong while a step waited: failed hooks, then logged errors."""
+    lines = []
+    failed: dict[tuple[str, int | None], list[StorageEvent]] = {}
+    for event in events:
+        if not event.succeeded:
+            failed.setdefault((event.kind, event.broker_id), []).append(event)
+    for (kind, broker_id), failures in failed.items():
+        last = failures[-1]
+        where = "" if broker_id is None else f" on broker {broker_id}"
+        times = "once" if len(failures) == 1 else f"{len(failures)} times"
+        lines.append(
+            f"\n  {HOOKS.get(kind, kind)} failed {times}{where}, last: {last.error}: {last.message}"
+        )
+    if lines:
+        lines.insert(0, "\nstorage calls that failed meanwhile:")
+    if logged:
+        lines.append(f"\nerrors logged meanwhile (last {min(len(logged), 10)} of {len(logged)}):")
+        for record in logged[-10:]:
+            lines.append(f"\n  {record.levelname} {record.name}: {record.getMessage()}")
+            if record.exc_info and record.exc_info[1] is not None:
+                error = record.exc_info[1]
+                lines.append(f" ({type(error).__name__}: {error})")
+    return "".join(lines)
 
 
 def _preview(values: Sequence[bytes | None], limit: int = 3) -> str:

@@ -15,7 +15,7 @@ import attrs
 
 from ..log.epoch_cache import EpochEntry, LeaderEpochCheckpointFile
 from ..log.offset_index import OffsetIndex
-from ..log.snapshot import SnapshotEntry, encode_snapshot
+from ..log.snapshot import EMPTY_SNAPSHOT, SnapshotEntry, encode_snapshot
 from ..log.time_index import TimeIndex
 from ..log.txn_index import AbortedTxn
 from ..model import (
@@ -26,7 +26,7 @@ from ..model import (
     TopicIdPartition,
     Uuid,
 )
-from ..records import RecordBatchBuilder
+from ..records import Compression, ControlType, RecordBatchBuilder, build_control_batch
 
 BASE_TIMESTAMP_MS = 1_700_000_000_000
 PRODUCER_ID = 4242
@@ -64,29 +64,49 @@ def build_segment(
     leader_epochs: Mapping[int, int] | None = None,
     aborted_transactions: bool = False,
     segment_id: RemoteLogSegmentId | None = None,
+    compression: Compression | str = Compression.NONE,
+    transactional: bool = False,
+    control_records: bool = False,
+    empty_producer_snapshot: bool = False,
 ) -> LocalSegment:
     """Write a segment's files into ``directory`` (created) and describe its upload.
 
     ``leader_epochs`` maps each epoch to its first offset (default: epoch 0 from
-    ``base_offset``); ``aborted_transactions`` adds a transaction index; ``segment_id`` reuses
-    an upload's id, as a retried copy does.
+    ``base_offset``); ``aborted_transactions`` adds a transaction index (without it the segment
+    has none, as most segments); ``segment_id`` reuses an upload's id, as a retried copy does.
+    ``compression`` names the codec of every batch (a ``Compression`` or Kafka's name:
+    ``"zstd"``); ``transactional`` writes the batches as one transactional producer's, and
+    ``control_records`` ends each transaction with a COMMIT marker, a control batch of its own
+    (so ``batches`` counts data batches). ``empty_producer_snapshot`` gives the segment the
+    empty, segment-aligned snapshot the runtime writes for a segment that has none (KIP-952).
     """
     if batches < 1 or records_per_batch < 1:
         raise ValueError("a rolled segment holds at least one record")
+    if control_records and not transactional:
+        raise ValueError("control records end transactions: set transactional too")
+    codec = Compression.from_name(compression) if isinstance(compression, str) else compression
     if segment_id is None:
         partition = partition or TopicIdPartition.of(Uuid.random(), "kit-orders", 0)
         segment_id = RemoteLogSegmentId.generate_new(partition)
     epochs = dict(leader_epochs or {0: base_offset})
-    end_offset = base_offset + batches * records_per_batch - 1
+    per_batch = records_per_batch + (1 if control_records else 0)
+    end_offset = base_offset + batches * per_batch - 1
 
     log = bytearray()
     positions: list[int] = []
     offset_index = bytearray()
     time_index = bytearray()
     for number in range(batches):
-        first = base_offset + number * records_per_batch
+        first = base_offset + number * per_batch
+        epoch = _epoch_at(epochs, first)
         builder = RecordBatchBuilder(
-            base_offset=first, partition_leader_epoch=_epoch_at(epochs, first)
+            codec,
+            base_offset=first,
+            partition_leader_epoch=epoch,
+            producer_id=PRODUCER_ID if transactional else -1,
+            producer_epoch=0 if transactional else -1,
+            base_sequence=number * records_per_batch if transactional else -1,
+            is_transactional=transactional,
         )
         for offset in range(first, first + records_per_batch):
             builder.append(
@@ -95,23 +115,41 @@ def build_segment(
                 os.urandom(value_size),
                 [("kit", str(number).encode())],
             )
-        positions.append(len(log))
-        offset_index += OffsetIndex.ENTRY.pack(first - base_offset, len(log))
-        last = first + records_per_batch - 1
-        time_index += TimeIndex.ENTRY.pack(BASE_TIMESTAMP_MS + last, last - base_offset)
-        log += builder.build()
+        written = [builder.build()]
+        if control_records:
+            marker = first + records_per_batch
+            written.append(
+                build_control_batch(
+                    ControlType.COMMIT,
+                    producer_id=PRODUCER_ID,
+                    producer_epoch=0,
+                    timestamp=BASE_TIMESTAMP_MS + marker,
+                    base_offset=marker,
+                    partition_leader_epoch=epoch,
+                )
+            )
+        batch_first = first
+        for batch in written:
+            positions.append(len(log))
+            offset_index += OffsetIndex.ENTRY.pack(batch_first - base_offset, len(log))
+            last = first + per_batch - 1 if batch is written[-1] else first + records_per_batch - 1
+            time_index += TimeIndex.ENTRY.pack(BASE_TIMESTAMP_MS + last, last - base_offset)
+            log += batch
+            batch_first = first + records_per_batch
 
     indexes: dict[IndexType, bytes] = {
         IndexType.OFFSET: bytes(offset_index),
         IndexType.TIMESTAMP: bytes(time_index),
-        IndexType.PRODUCER_SNAPSHOT: encode_snapshot(
+        IndexType.PRODUCER_SNAPSHOT: EMPTY_SNAPSHOT
+        if empty_producer_snapshot
+        else encode_snapshot(
             [
                 SnapshotEntry(
                     producer_id=PRODUCER_ID,
                     producer_epoch=0,
                     last_sequence=end_offset - base_offset,
                     last_offset=end_offset,
-                    offset_delta=records_per_batch - 1,
+                    offset_delta=per_batch - 1,
                     timestamp=BASE_TIMESTAMP_MS + end_offset,
                     coordinator_epoch=-1,
                     current_txn_first_offset=-1,

@@ -12,7 +12,10 @@ brokers share its storage across a leader change.
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import itertools
+import os
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,7 +24,7 @@ import attrs
 import pytest
 
 from ..config import BrokerConfig
-from ..errors import RemoteResourceNotFoundError, RemoteStorageError
+from ..errors import InvalidConfigError, RemoteResourceNotFoundError, RemoteStorageError
 from ..host import PluginHost
 from ..model import (
     CustomMetadata,
@@ -42,6 +45,27 @@ COPY = "tierlog_copy_log_segment_data"
 FETCH = "tierlog_fetch_log_segment"
 FETCH_INDEX = "tierlog_fetch_index"
 DELETE = "tierlog_delete_log_segment_data"
+CONFIGURE = "tierlog_configure"
+CLOSE = "tierlog_close"
+
+#: Segments of every shape the runtime hands a copy, by name (``build_segment`` options).
+SEGMENT_KINDS: dict[str, dict[str, Any]] = {
+    "plain-without-transaction-index": {},
+    "with-transaction-index": {"aborted_transactions": True},
+    "empty-producer-snapshot": {"empty_producer_snapshot": True},
+    "compressed-zstd": {"compression": "zstd"},
+    "compressed-gzip": {"compression": "gzip"},
+    "transactional-with-control-records": {"transactional": True, "control_records": True},
+}
+
+#: The input files a copy reads besides the ``.log``, by name: each is removed in turn to make
+#: a copy fail midway.
+COPY_INPUTS: dict[str, Callable[[LocalSegment], Path | None]] = {
+    "offset-index": lambda s: s.data.offset_index,
+    "time-index": lambda s: s.data.time_index,
+    "transaction-index": lambda s: s.data.transaction_index,
+    "producer-snapshot": lambda s: s.data.producer_snapshot_index,
+}
 
 SegmentFactory = Callable[..., LocalSegment]
 
@@ -108,6 +132,11 @@ class StorageManagerContract:
     segment_batches: ClassVar[int] = 8
     #: How long a step of the cluster scenarios may wait (a remote store far away: raise it).
     cluster_timeout_s: ClassVar[float] = 60.0
+    #: Keys of ``storage_settings`` the plugin cannot work without: leaving one out must fail
+    #: ``tierlog_configure`` with InvalidConfigError naming it.
+    required_settings: ClassVar[tuple[str, ...]] = ()
+    #: How long a thread the plugin started may take to end once ``tierlog_close`` returned.
+    close_timeout_s: ClassVar[float] = 10.0
 
     # --- fixtures the plugin author overrides ----------------------------------------------
 
@@ -236,6 +265,155 @@ class StorageManagerContract:
                 FETCH_INDEX,
                 f"after a copy, the {index_type.name} index is the copied file, byte for byte",
             )
+
+    @pytest.mark.parametrize("kind", list(SEGMENT_KINDS))
+    def test_every_kind_of_segment_is_copied_whole(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory, kind: str
+    ) -> None:
+        """Compressed, transactional, with control records, with or without a transaction
+        index, and with the empty, segment-aligned producer snapshot the runtime writes for a
+        segment that has none (KIP-952): a copy takes each as it is."""
+        segment = make_segment(**SEGMENT_KINDS[kind])
+        try:
+            finished = self.copy(storage, segment)
+        except ContractViolation:
+            raise
+        except Exception as err:
+            rule = f"copy accepts every segment the runtime tiers ({kind})"
+            if kind == "empty-producer-snapshot":
+                rule = (
+                    "copy accepts an empty, segment-aligned producer snapshot (KIP-952: the "
+                    "runtime uploads one for a segment that has none)"
+                )
+            raise ContractViolation(COPY, rule, f"{type(err).__name__}: {err}") from err
+        check_equal(
+            read_range(storage, finished, 0, None),
+            segment.log,
+            FETCH,
+            f"a copied segment is served byte for byte ({kind})",
+        )
+        for index_type, content in segment.indexes.items():
+            check_equal(
+                read_index(storage, finished, index_type),
+                content,
+                FETCH_INDEX,
+                f"the {index_type.name} index is served as copied ({kind})",
+            )
+
+    @pytest.mark.parametrize("missing", list(COPY_INPUTS))
+    def test_a_failed_copy_raises_and_leaves_nothing_visible(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory, missing: str
+    ) -> None:
+        """A copy that cannot finish (here, one of its input files is gone) raises, so the
+        runtime records no upload, and leaves nothing a fetch could serve."""
+        segment = make_segment(aborted_transactions=True)
+        path = COPY_INPUTS[missing](segment)
+        assert path is not None
+        path.unlink()
+        with expect_error(
+            RemoteStorageError,
+            COPY,
+            f"a copy that fails (the {missing} file to upload is gone) raises "
+            "RemoteStorageError; returning normally would make the runtime record an upload "
+            "that does not exist",
+        ):
+            storage.copy_log_segment_data(segment.metadata, segment.data)
+        finished = attrs.evolve(segment.metadata, state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+        with expect_error(
+            RemoteResourceNotFoundError,
+            COPY,
+            f"copies are all or nothing: after a copy failed midway (the {missing} file was "
+            "gone) fetching the segment raises RemoteResourceNotFoundError, never a partial "
+            "segment",
+        ):
+            read_range(storage, finished, 0, None)
+        with expect_error(
+            RemoteResourceNotFoundError,
+            COPY,
+            f"copies are all or nothing: after a copy failed midway (the {missing} file was "
+            "gone) fetching its OFFSET index raises RemoteResourceNotFoundError",
+        ):
+            read_index(storage, finished, IndexType.OFFSET)
+
+    # --- configure and close ---------------------------------------------------------------
+
+    def test_configure_refuses_a_missing_required_setting(
+        self,
+        storage_settings: Mapping[str, object],
+        storage_extra_plugins: Mapping[str, object],
+    ) -> None:
+        if not self.required_settings:
+            pytest.skip("required_settings names no setting")
+        for key in self.required_settings:
+            settings = {
+                "remote.log.storage.system.enable": "true",
+                "remote.log.metadata.manager.name": "memory",
+                **{k: v for k, v in storage_settings.items() if k != key},
+            }
+            short = key.rsplit(".", 1)[-1]
+            rule = (
+                f"configure refuses a missing required setting: without {key!r} it raises "
+                "InvalidConfigError naming the key"
+            )
+            try:
+                host = PluginHost.create(
+                    BrokerConfig.from_mapping(settings), extra_plugins=dict(storage_extra_plugins)
+                )
+                host.start()
+            except Exception as err:
+                causes = _causes(err)
+                refused = [e for e in causes if isinstance(e, InvalidConfigError)]
+                check(
+                    any(short in str(e) or e.key in (key, short) for e in refused),
+                    CONFIGURE,
+                    rule,
+                    f"{type(err).__name__}: {err}",
+                )
+                continue
+            host.close()
+            raise ContractViolation(CONFIGURE, rule, "the plugin started without it")
+
+    def test_close_releases_threads_and_file_descriptors(
+        self,
+        tmp_path: Path,
+        storage_settings: Mapping[str, object],
+        storage_extra_plugins: Mapping[str, object],
+        make_segment: SegmentFactory,
+    ) -> None:
+        """After a copy, fetches and a delete, ``tierlog_close`` leaves no thread the plugin
+        started running and no file under the test's directories open."""
+        segment = make_segment(aborted_transactions=True)
+        gc.collect()
+        threads_before = set(threading.enumerate())
+        settings: dict[str, object] = {
+            "remote.log.storage.system.enable": "true",
+            "remote.log.metadata.manager.name": "memory",
+            **storage_settings,
+        }
+        host = PluginHost.create(
+            BrokerConfig.from_mapping(settings), extra_plugins=dict(storage_extra_plugins)
+        )
+        host.start()
+        try:
+            finished = self.copy(host.storage, segment)
+            read_range(host.storage, finished, 0, None)
+            read_index(host.storage, finished, IndexType.OFFSET)
+            host.storage.delete_log_segment_data(finished)
+        finally:
+            host.close()
+        started = [t for t in threading.enumerate() if t not in threads_before]
+        for thread in started:
+            thread.join(self.close_timeout_s)
+        running = sorted(t.name for t in started if t.is_alive())
+        check(not running, CLOSE, "close stops every thread the plugin started", running)
+        gc.collect()
+        opened = _open_files_under(tmp_path)
+        check(
+            not opened,
+            CLOSE,
+            "close releases every file descriptor the plugin opened",
+            opened,
+        )
 
     # --- fetch -----------------------------------------------------------------------------
 
@@ -620,6 +798,33 @@ class StorageManagerContract:
                 "after a leader change no offset range is uploaded twice",
                 f"uploads: {sorted(uploads)}",
             )
+
+
+def _causes(err: BaseException) -> list[BaseException]:
+    """``err`` and every exception it was raised from."""
+    found: list[BaseException] = []
+    current: BaseException | None = err
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def _open_files_under(directory: Path) -> list[str]:
+    """Paths under ``directory`` this process holds open (empty where /proc is missing)."""
+    fd_dir = Path("/proc/self/fd")
+    if not fd_dir.is_dir():
+        return []
+    root = str(directory.resolve())
+    opened = []
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(fd_dir / fd)
+        except OSError:
+            continue
+        if target.startswith(root + os.sep):
+            opened.append(target)
+    return sorted(opened)
 
 
 def _difference(got: bytes, expected: bytes, start: int) -> str:
