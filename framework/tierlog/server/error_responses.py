@@ -8,7 +8,17 @@ a top-level error code carry it there as well.
 
 from __future__ import annotations
 
+from ..errors import RemoteStorageNotReadyError
 from . import protocol as p
+
+NOT_READY_CODE = RemoteStorageNotReadyError.wire_fallback_code
+"""What a partition whose remote metadata is still loading answers (REPLICA_NOT_AVAILABLE):
+Kafka never gave KIP-1007's error a code, and every client already retries this one."""
+
+
+def error_message(err: BaseException) -> str:
+    """The message an error answer carries: the error's own, else its type's name."""
+    return str(err) or type(err).__name__
 
 
 def error_response(request: p.Request, code: int, message: str) -> p.Response:
