@@ -397,7 +397,7 @@ def test_an_invalid_transition_in_the_topic_is_dropped_with_a_log_line(
     Kafka's cache does, while the same transition asked for directly keeps raising."""
     started = segments.add(0, 9)
     jump = segments.update(started, DELETE_FINISHED)  # COPY_SEGMENT_STARTED cannot go there
-    producer = Producer(cluster.transport)
+    producer = Producer(cluster.transport, internal_topics_allowed=True)
     sent = producer.send(TOPIC, encode_event(jump), partition=metadata_partition(TIP, 3))
     offset = sent.result(timeout=30).offset
     producer.close()
@@ -421,7 +421,7 @@ def test_events_replayed_for_a_newly_held_partition_that_do_not_apply_are_logged
     orphan = segments.new(0, 9, partition=later)
     started = segments.new(10, 19, partition=later)
     kept = segments.new(20, 29, partition=later)
-    producer = Producer(cluster.transport)
+    producer = Producer(cluster.transport, internal_topics_allowed=True)
     target = metadata_partition(later, 3)
     for event in (
         segments.update(orphan, FINISHED),
