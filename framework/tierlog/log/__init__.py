@@ -33,21 +33,10 @@ from .epoch_cache import (
     LeaderEpochCache,
     LeaderEpochCheckpointFile,
 )
+from .log_batches import iter_log_batches
 from .log_config import INHERIT_RETENTION, LogConfig
 from .offset_index import OffsetIndex, OffsetPosition
-from .partition_log import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    LOADED_INDEX_LIMIT,
-    MAX_TIMESTAMP,
-    PartitionLog,
-    SegmentInfo,
-    UploadableSegment,
-    is_search_by_time,
-    iter_log_batches,
-)
+from .partition_log import LOADED_INDEX_LIMIT, PartitionLog
 from .producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     NUM_BATCHES_TO_RETAIN,
@@ -64,6 +53,7 @@ from .results import (
     FetchIsolation,
     LogAppendInfo,
     LogOffsetMetadata,
+    SegmentInfo,
     TimestampAndOffset,
 )
 from .segment import BatchLocation, LogSegment, SegmentRead
@@ -81,7 +71,16 @@ from .snapshot import (
     write_snapshot_file,
 )
 from .time_index import TimeIndex, TimestampOffset
+from .timestamp_search import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    is_search_by_time,
+)
 from .txn_index import AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from .uploadable import UploadableSegment
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",

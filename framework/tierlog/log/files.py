@@ -34,6 +34,8 @@ PARTITION_METADATA: Final = "partition.metadata"
 #: Per-partition checkpoints of tierlog's log (Kafka keeps these per log directory).
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
+#: The high watermark, so a restart begins near where it was, not at the log start.
+HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
 #: Present only while the log is closed cleanly; its absence at open means "recover".
 CLEAN_SHUTDOWN_MARKER: Final = ".kafka_cleanshutdown"
 

@@ -26,6 +26,10 @@ after the last valid batch is cut, indexes are rebuilt and producer state is rep
 Thread-safety: one lock per partition log. Appends hold it throughout; reads hold it only to
 find the segment and position, then read the file without it (the segment's file stays open
 until the read is done, even if retention deletes the segment meanwhile).
+
+The larger pieces live in their own modules, as functions that take the log: opening and crash
+recovery in ``loading``, the append path in ``appending``, the retention rules in ``retention``,
+ListOffsets' search in ``timestamp_search``, and what tiered storage may copy in ``uploadable``.
 """
 
 from __future__ import annotations
@@ -36,159 +40,57 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
-import attrs
-
 from ..config import TopicConfig
-from ..errors import (
-    FencedLeaderEpochError,
-    InvalidRequestError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    RecordTooLargeError,
-)
-from ..model import LogSegmentData, TopicPartition
-from ..records import (
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    NO_PRODUCER_ID,
-    NO_TIMESTAMP,
-    BatchFields,
-    BatchHeader,
-    RecordBatch,
-    TimestampType,
-    read_batch_fields,
-    set_max_timestamp,
-    stamp_batch,
-    validate_batch_at,
-)
-from ..records.batch import CONTROL_MASK
-from ..records.validation import validate_produced_batch
+from ..errors import KafkaStorageError, OffsetOutOfRangeError
+from ..model import TopicPartition
 from . import files
-from .checkpoint import (
-    OFFSET_CHECKPOINT_VERSION,
-    TEMP_SUFFIX,
-    fsync_directory,
-    read_offset_checkpoint,
-    write_atomically,
-)
+from .appending import append
+from .checkpoint import OFFSET_CHECKPOINT_VERSION, read_offset_checkpoint, write_atomically
 from .epoch_cache import EpochEntry, LeaderEpochCache, LeaderEpochCheckpointFile
+from .files import HIGH_WATERMARK_CHECKPOINT as HIGH_WATERMARK_CHECKPOINT
+from .loading import load, replay_producers
+from .log_batches import iter_log_batches
 from .log_config import LogConfig
-from .producer_state import (
-    AppendOrigin,
-    BatchMetadata,
-    CompletedTxn,
-    ProducerAppendInfo,
-    ProducerStateManager,
-)
+from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
 from .results import (
     FetchDataInfo,
     FetchIsolation,
     LogAppendInfo,
     LogOffsetMetadata,
+    SegmentInfo,
     TimestampAndOffset,
 )
+from .retention import apply_retention, delete_while
 from .segment import LogSegment
 from .snapshot import decode_snapshot, snapshot_file_name
+from .timestamp_search import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    is_search_by_time,
+    offset_for_timestamp,
+)
 from .txn_index import AbortedTxn
+from .uploadable import UploadableSegment, segments_eligible_for_upload
 
 log = logging.getLogger(__name__)
 
-#: ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest``).
-LATEST_TIMESTAMP: Final = -1
-EARLIEST_TIMESTAMP: Final = -2
-MAX_TIMESTAMP: Final = -3
-EARLIEST_LOCAL_TIMESTAMP: Final = -4
-LATEST_TIERED_TIMESTAMP: Final = -5
-
-
-def is_search_by_time(timestamp: int) -> bool:
-    """Whether ListOffsets searches ``timestamp`` as a time: every value but the special ones
-    (a time before 1970 as well, which finds the first record, as in Kafka)."""
-    return timestamp >= 0 or timestamp < LATEST_TIERED_TIMESTAMP
-
-
-HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
-_INT32_MAX: Final = (1 << 31) - 1
 #: Rolled segments whose indexes stay in memory at once; the others load on use. A 1 GiB
 #: segment's indexes take about 5 MB, so a long log must not keep them all.
 LOADED_INDEX_LIMIT: Final = 8
-#: Enum members and ``tuple.__new__`` as module constants: the append path reads them for every
-#: batch, and a global is several times cheaper than an enum class attribute or a named tuple's
-#: ``__new__``.
-_FROM_CLIENT: Final = AppendOrigin.CLIENT
-_LOG_APPEND_TIME: Final = TimestampType.LOG_APPEND_TIME
-_CREATE_TIME: Final = TimestampType.CREATE_TIME
-_new_tuple: Final = tuple.__new__
 
 Clock = Callable[[], int]
 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@attrs.frozen
-class UploadableSegment:
-    """A rolled segment that tiered storage may copy, with every file it needs.
-
-    ``producer_snapshot`` is the snapshot named by the next segment's base offset, None when
-    the log has none (data written before snapshots were taken at every roll).
-    """
-
-    base_offset: int
-    end_offset: int
-    size_in_bytes: int
-    max_timestamp: int
-    log_path: Path
-    offset_index_path: Path
-    time_index_path: Path
-    txn_index_path: Path | None
-    producer_snapshot: Path | None
-    leader_epochs: tuple[EpochEntry, ...]
-
-    @property
-    def leader_epoch_checkpoint(self) -> bytes:
-        """The leader-epoch checkpoint text cut to this segment (its LEADER_EPOCH index)."""
-        return LeaderEpochCheckpointFile.encode(self.leader_epochs)
-
-    def to_log_segment_data(self, producer_snapshot: Path | None = None) -> LogSegmentData:
-        """The files as ``copy_log_segment_data`` takes them.
-
-        ``producer_snapshot`` overrides (or supplies a missing) snapshot; ValueError if there
-        is none at all.
-        """
-        snapshot = producer_snapshot or self.producer_snapshot
-        if snapshot is None:
-            raise ValueError(
-                f"segment {self.base_offset} has no producer snapshot at offset "
-                f"{self.end_offset + 1}; supply one"
-            )
-        return LogSegmentData(
-            log_segment=self.log_path,
-            offset_index=self.offset_index_path,
-            time_index=self.time_index_path,
-            transaction_index=self.txn_index_path,
-            producer_snapshot_index=snapshot,
-            leader_epoch_index=self.leader_epoch_checkpoint,
-        )
-
-
-@attrs.frozen
-class SegmentInfo:
-    """A segment as the log's owner sees it (for tools, metrics and tests)."""
-
-    base_offset: int
-    size_in_bytes: int
-    log_path: Path
-    is_active: bool
-    #: Whether the segment's indexes are in memory now (at most ``LOADED_INDEX_LIMIT`` rolled
-    #: segments' are).
-    indexes_loaded: bool
 
 
 class PartitionLog:
@@ -270,208 +172,8 @@ class PartitionLog:
         log_config = LogConfig.of(config)
         self = cls(path, topic_partition, log_config, clock or _wall_clock_ms)
         self._roll_jitter_ms = self._new_roll_jitter()
-        self._load()
+        load(self)
         return self
-
-    def _load(self) -> None:
-        directory = self._dir
-        marker = directory / files.CLEAN_SHUTDOWN_MARKER
-        clean = marker.exists()
-        self._remove_leftovers()
-        bases = sorted(
-            files.offset_from_file_name(p.name)
-            for p in directory.iterdir()
-            if files.is_segment_file(p.name, files.LOG_SUFFIX)
-        )
-        self._remove_orphan_indexes(set(bases))
-        checkpointed_start = self._read_checkpoint(files.LOG_START_OFFSET_CHECKPOINT)
-        recovery_point = self._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT) or 0
-        checkpointed_hw = self._read_checkpoint(HIGH_WATERMARK_CHECKPOINT)
-        config = self._config
-        for base in bases:
-            self._add_segment(
-                LogSegment.open(
-                    directory,
-                    base,
-                    index_interval_bytes=config.index_interval_bytes,
-                    max_index_size=config.segment_index_bytes,
-                )
-            )
-        if clean:
-            marker.unlink()
-            fsync_directory(directory)
-        if not self._segments:
-            start = checkpointed_start or 0
-            self._add_segment(self._new_segment(start))
-            recovery_point = start
-        first_base = self._segments[0].base_offset
-        lost_start = checkpointed_start is None
-        if checkpointed_start is None:
-            checkpointed_start = first_base
-        if self._config.remote_storage_enable:
-            # Remote storage may hold offsets below the local ones: without a checkpoint, start
-            # at 0 and let the remote log manager raise it to what remote storage holds.
-            self._log_start_offset = 0 if lost_start else checkpointed_start
-        else:
-            self._log_start_offset = max(checkpointed_start, first_base)
-        self._local_log_start_offset = max(first_base, self._log_start_offset)
-
-        recover_from: int | None = None if clean else self._segment_index(recovery_point)
-        for index, segment in enumerate(self._segments):
-            try:
-                segment.sanity_check()
-            except KafkaStorageError as err:
-                log.warning("%s; recovering %s", err, segment.log_path)
-                recover_from = index if recover_from is None else min(recover_from, index)
-                break
-        now = self._clock()
-        producers = self._producer_state
-        self._segments[-1].load_indexes()
-        if recover_from is not None:
-            self._recover_segments(recover_from, now)
-        else:
-            self._next_offset = self._segments[-1].read_next_offset()
-            self._recovery_point = min(recovery_point, self._next_offset)
-            producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
-            self._replay_producers(producers.map_end_offset, self._next_offset)
-        producers.update_map_end_offset(self._next_offset)
-        producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
-        producers.take_snapshot()
-        if self._epochs_lost and self._next_offset > self._segments[0].base_offset:
-            self._rebuild_epochs()
-        self._epoch_cache.truncate_from_end(self._next_offset)
-        self._epoch_cache.truncate_from_start(self._log_start_offset)
-        self._latest_epoch = self._epoch_cache.latest_epoch
-        for segment in self._segments[:-1]:
-            segment.unload_indexes()
-        hw = self._log_start_offset if checkpointed_hw is None else checkpointed_hw
-        self._set_high_watermark(hw)
-        self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, self._recovery_point)
-        log.info(
-            "loaded %s: %d segments, log start %d, log end %d (%s shutdown)",
-            self._dir,
-            len(self._segments),
-            self._log_start_offset,
-            self._next_offset,
-            "clean" if clean else "unclean",
-        )
-
-    def _remove_leftovers(self) -> None:
-        """Deletes what a previous run left half done: temp, deleted, cleaned and swap files."""
-        for path in self._dir.iterdir():
-            name = path.name
-            if name.endswith(TEMP_SUFFIX) or name.endswith(files.TRANSIENT_SUFFIXES):
-                log.info("removing leftover file %s", path)
-                path.unlink(missing_ok=True)
-
-    def _remove_orphan_indexes(self, bases: set[int]) -> None:
-        for path in self._dir.iterdir():
-            name = path.name
-            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
-                if files.is_segment_file(name, suffix):
-                    if files.offset_from_file_name(name) not in bases:
-                        log.info("removing index file %s, which has no segment", path)
-                        path.unlink(missing_ok=True)
-                    break
-
-    def _recover_segments(self, start_index: int, now: int) -> None:
-        """Scans segments from ``start_index`` on: cuts the torn tail, rebuilds indexes."""
-        producers = self._producer_state
-        first = self._segments[start_index]
-        producers.truncate_and_reload(self._log_start_offset, first.base_offset, now)
-        self._replay_producers(producers.map_end_offset, first.base_offset)
-        producers.update_map_end_offset(first.base_offset)
-        index = start_index
-        while index < len(self._segments):
-            segment = self._segments[index]
-            if index > start_index:
-                producers.update_map_end_offset(segment.base_offset)
-                producers.take_snapshot()
-            truncated = segment.recover(self._recovery_replay(segment))
-            if truncated and index + 1 < len(self._segments):
-                dropped = self._segments[index + 1 :]
-                log.warning(
-                    "%s was cut after a corrupt batch; deleting the %d later segments",
-                    segment.log_path,
-                    len(dropped),
-                )
-                for later in dropped:
-                    later.delete()
-                del self._segments[index + 1 :]
-                del self._bases[index + 1 :]
-            segment.flush()
-            index += 1
-        active = self._segments[-1]
-        self._next_offset = active.read_next_offset()
-        self._recovery_point = self._next_offset
-
-    def _rebuild_epochs(self) -> None:
-        """Every batch carries the epoch of the leader that wrote it, so a lost
-        ``leader-epoch-checkpoint`` is rebuilt from the local segments (epochs of offsets only
-        in remote storage come back from their metadata: see ``restore_remote_lineage``)."""
-        entries: list[EpochEntry] = []
-        for segment in self._segments:
-            for batch in segment.batches_from(0):
-                epoch = batch.partition_leader_epoch
-                if batch.base_offset >= self._next_offset:
-                    break
-                if epoch >= 0 and (not entries or epoch > entries[-1].epoch):
-                    entries.append(EpochEntry(epoch, batch.base_offset))
-        self._epoch_cache.clear()
-        self._epoch_cache.assign_entries(entries)
-        self._epoch_cache.flush()
-        log.info("%s: rebuilt the leader epochs from the log: %s", self._dir, entries)
-
-    def _recovery_replay(self, segment: LogSegment) -> Callable[[BatchHeader], None]:
-        producers = self._producer_state
-        epochs = self._epoch_cache
-
-        def replay(header: BatchHeader) -> None:
-            epoch = header.partition_leader_epoch
-            if epoch >= 0:
-                latest = epochs.latest_epoch
-                if latest is None or epoch > latest:
-                    epochs.assign(epoch, header.base_offset)
-            if header.has_producer_id:
-                assert isinstance(header, RecordBatch)
-                info = producers.prepare_update(header.producer_id, AppendOrigin.REPLICATION)
-                completed = info.append(header)
-                producers.update(info)
-                if completed is not None:
-                    self._complete_txn(completed, segment)
-            producers.update_map_end_offset(header.last_offset + 1)
-
-        return replay
-
-    def _replay_producers(self, start: int, end: int) -> None:
-        """Rebuilds producer state from the batches in ``[start, end)`` (no index changes)."""
-        producers = self._producer_state
-        if start >= end:
-            return
-        infos: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        for segment in self._segments[self._segment_index(start) :]:
-            if segment.base_offset >= end:
-                break
-            location = segment.translate_offset(start)
-            if location is None:
-                continue
-            for batch in segment.iter_batches(location.position):
-                if batch.base_offset >= end:
-                    break
-                if batch.has_producer_id:
-                    info = infos.get(batch.producer_id)
-                    if info is None:
-                        info = producers.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
-                        infos[batch.producer_id] = info
-                    done = info.append(batch)
-                    if done is not None:
-                        completed.append(done)
-        for info in infos.values():
-            producers.update(info)
-        for txn in completed:
-            producers.complete_txn(txn)
-        producers.update_map_end_offset(end)
 
     # --- segments ---------------------------------------------------------------------------
 
@@ -658,7 +360,7 @@ class PartitionLog:
         view = memoryview(records)
         if type(records) is not bytearray and (view.format != "B" or view.ndim != 1):
             view = view.cast("B")
-        return self._append(view, origin, leader_epoch)
+        return append(self, view, origin, leader_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Appends batches a leader already assigned offsets and epochs to, as they are.
@@ -669,313 +371,7 @@ class PartitionLog:
         view = memoryview(records)
         if view.format != "B" or view.ndim != 1:
             view = view.cast("B")
-        return self._append(view, AppendOrigin.REPLICATION, None)
-
-    def _append(
-        self, view: memoryview, origin: AppendOrigin, leader_epoch: int | None
-    ) -> LogAppendInfo:
-        # Every batch is checked before anything is written, and outside the lock. This runs
-        # for every produced batch, so headers are unpacked once, into tuples (the batches lie
-        # back to back: positions are running sums of sizes), enum members are module
-        # constants, and the lock is taken without a ``with`` (half the cost).
-        config = self._config
-        max_bytes = config.max_message_bytes
-        from_client = origin is _FROM_CLIENT
-        if from_client:
-            rules = config.validation_rules
-            created = rules.timestamp_type is _CREATE_TIME
-            validated_at = self._clock()
-        checked: list[BatchFields] = []
-        position = 0
-        end = len(view)
-        while position < end:
-            fields = validate_batch_at(view, position, max_bytes)
-            size = LOG_OVERHEAD + fields[1]
-            if size > max_bytes:
-                raise RecordTooLargeError(
-                    f"the batch at byte {position} is {size} bytes, more than max.message.bytes "
-                    f"({max_bytes}) of {self._topic_partition}"
-                )
-            if from_client:
-                batch_max = validate_produced_batch(view, position, fields, rules, validated_at)
-                if created and batch_max != fields[8]:
-                    # As Kafka does: the header's max timestamp is set from the records.
-                    if view.readonly:
-                        view = memoryview(bytearray(view))
-                    set_max_timestamp(
-                        view,
-                        batch_max,
-                        timestamp_type=_CREATE_TIME,
-                        position=position,
-                        check_crc=False,
-                    )
-                    fields = read_batch_fields(view, position)
-            checked.append(fields)
-            position += size
-        if not checked:
-            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, -1, self._log_start_offset, 0, 0, 0)
-        lock = self._lock
-        lock.acquire()
-        try:
-            if self._closed:
-                self._check_open()
-            now = self._clock()
-            if (
-                len(checked) == 1
-                and leader_epoch is not None
-                and leader_epoch == self._latest_epoch
-                and fields[9] <= NO_PRODUCER_ID
-                and config.message_timestamp_type is not _LOG_APPEND_TIME
-            ):
-                # The common case, a producer's one batch at the current epoch with no producer
-                # id, in fewer steps than the general path takes: no lists, no producer state.
-                offset = self._next_offset
-                last = offset + fields[6]
-                batch_max = fields[8]
-                max_timestamp = batch_max if batch_max > NO_TIMESTAMP else NO_TIMESTAMP
-                if view.readonly:
-                    header = bytearray(view[:HEADER_SIZE])
-                    stamp_batch(header, 0, fields, offset, leader_epoch)
-                    records: memoryview | list[bytes | bytearray | memoryview] = [
-                        header,
-                        view[HEADER_SIZE:],
-                    ]
-                else:
-                    stamp_batch(view, 0, fields, offset, leader_epoch)
-                    records = view
-                segment = self._segments[-1]
-                if (
-                    not segment.size
-                    or segment.is_full
-                    or segment.size > config.segment_bytes - end
-                    or last - segment.base_offset > _INT32_MAX
-                    or segment.time_waited_for_roll(now, max_timestamp)
-                    > config.segment_ms - self._roll_jitter_ms
-                ):
-                    segment = self._maybe_roll(end, max_timestamp, offset, last, now)
-                segment.append_batch(records, last, batch_max)
-                self._next_offset = last + 1
-                self._unflushed_messages += last + 1 - offset
-                if (
-                    self._unflushed_messages >= config.flush_messages
-                    or now - self._last_flush_ms >= config.flush_ms
-                ):
-                    self._flush_locked(now)
-                return _new_tuple(
-                    LogAppendInfo,
-                    (
-                        offset,
-                        last,
-                        max_timestamp,
-                        last,
-                        -1,
-                        self._log_start_offset,
-                        end,
-                        1,
-                        fields[12],
-                        False,
-                    ),
-                )
-            return self._append_locked(view, checked, origin, leader_epoch, now)
-        finally:
-            lock.release()
-
-    def _append_locked(
-        self,
-        view: memoryview,
-        checked: list[BatchFields],
-        origin: AppendOrigin,
-        leader_epoch: int | None,
-        now: int,
-    ) -> LogAppendInfo:
-        """The general append, with the lock held: any number of batches, leader or follower,
-        producer checks, LogAppendTime, and leader epochs to record."""
-        config = self._config
-        latest_epoch = self._latest_epoch
-        append_time = -1
-        # Read-only input: stamped header copies alternating with the untouched rest of
-        # each batch, written with one pwritev instead of copying the whole request.
-        pieces: list[bytes | bytearray | memoryview] | None = None
-        # (last offset, max timestamp, size) of each batch, for the segment's indexes.
-        batches: list[tuple[int, int, int]] = []
-        max_timestamp, offset_of_max = NO_TIMESTAMP, -1
-        records_count = 0
-        has_producers = False
-        if leader_epoch is not None:
-            if latest_epoch is not None and leader_epoch < latest_epoch:
-                raise FencedLeaderEpochError(
-                    f"leader epoch {leader_epoch} is older than epoch {latest_epoch} "
-                    f"of {self._topic_partition}'s log"
-                )
-            if config.message_timestamp_type is _LOG_APPEND_TIME:
-                append_time = now
-            if view.readonly:
-                if append_time >= 0 or any(f[5] & CONTROL_MASK for f in checked):
-                    view = memoryview(bytearray(view))
-                else:
-                    pieces = []
-            offset = first_offset = self._next_offset
-            position = 0
-            for fields in checked:
-                if pieces is None:
-                    stamp_batch(view, position, fields, offset, leader_epoch)
-                else:
-                    header = bytearray(view[position : position + HEADER_SIZE])
-                    stamp_batch(header, 0, fields, offset, leader_epoch)
-                    pieces.append(header)
-                    pieces.append(
-                        view[position + HEADER_SIZE : position + LOG_OVERHEAD + fields[1]]
-                    )
-                _, length, _, _, _, _, delta, _, batch_max, producer_id, _, _, count = fields
-                if append_time >= 0:
-                    set_max_timestamp(view, now, position=position, check_crc=False)
-                    batch_max = now
-                last = offset + delta
-                size = LOG_OVERHEAD + length
-                batches.append((last, batch_max, size))
-                position += size
-                if batch_max > max_timestamp:
-                    max_timestamp, offset_of_max = batch_max, last
-                records_count += count
-                if producer_id > NO_PRODUCER_ID:
-                    has_producers = True
-                offset = last + 1
-        else:
-            first_offset = checked[0][0]
-            expected = self._next_offset
-            for fields in checked:
-                base, length, _, _, _, _, delta, _, batch_max, producer_id, _, _, count = fields
-                if base < expected:
-                    raise InvalidRequestError(
-                        f"batch at offset {base} does not follow offset "
-                        f"{expected - 1} of {self._topic_partition}"
-                    )
-                last = base + delta
-                expected = last + 1
-                batches.append((last, batch_max, LOG_OVERHEAD + length))
-                if batch_max > max_timestamp:
-                    max_timestamp, offset_of_max = batch_max, last
-                records_count += count
-                if producer_id > NO_PRODUCER_ID:
-                    has_producers = True
-        last_offset = batches[-1][0]
-        if offset_of_max < 0:
-            offset_of_max = last_offset
-
-        if has_producers:
-            infos: dict[int, ProducerAppendInfo] = {}
-            completed: list[CompletedTxn] = []
-            duplicate = self._check_producers(
-                view if pieces is None else pieces[::2], checked, origin, infos, completed
-            )
-            if duplicate is not None:
-                return LogAppendInfo(
-                    duplicate.first_offset,
-                    duplicate.last_offset,
-                    duplicate.timestamp,
-                    duplicate.last_offset,
-                    append_time,
-                    self._log_start_offset,
-                    0,
-                    0,
-                    0,
-                    True,
-                )
-
-        size = len(view)
-        segment = self._segments[-1]
-        if (
-            not segment.size
-            or segment.is_full
-            or segment.size > config.segment_bytes - size
-            or last_offset - segment.base_offset > _INT32_MAX
-            or segment.time_waited_for_roll(now, max_timestamp)
-            > config.segment_ms - self._roll_jitter_ms
-        ):
-            segment = self._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
-        segment.append(view if pieces is None else pieces, batches)
-
-        if leader_epoch is not None:
-            if leader_epoch >= 0 and (latest_epoch is None or leader_epoch > latest_epoch):
-                self._epoch_cache.assign(leader_epoch, first_offset)
-                self._latest_epoch = leader_epoch
-        else:
-            for base, _, epoch, *_ in checked:
-                if epoch >= 0 and (latest_epoch is None or epoch > latest_epoch):
-                    self._epoch_cache.assign(epoch, base)
-                    self._latest_epoch = latest_epoch = epoch
-        if has_producers:
-            producers = self._producer_state
-            for info in infos.values():
-                producers.update(info)
-            for txn in completed:
-                self._complete_txn(txn, segment)
-        # The producer state's map end offset is brought up to date when it is needed
-        # (snapshots, truncation), not on every append.
-        self._next_offset = next_offset = last_offset + 1
-
-        self._unflushed_messages += next_offset - first_offset
-        if (
-            self._unflushed_messages >= config.flush_messages
-            or now - self._last_flush_ms >= config.flush_ms
-        ):
-            self._flush_locked(now)
-        return _new_tuple(
-            LogAppendInfo,
-            (
-                first_offset,
-                last_offset,
-                max_timestamp,
-                offset_of_max,
-                append_time,
-                self._log_start_offset,
-                size,
-                len(checked),
-                records_count,
-                False,
-            ),
-        )
-
-    def _check_producers(
-        self,
-        stamped: memoryview | list[bytes | bytearray | memoryview],
-        checked: list[BatchFields],
-        origin: AppendOrigin,
-        infos: dict[int, ProducerAppendInfo],
-        completed: list[CompletedTxn],
-    ) -> BatchMetadata | None:
-        """Validates the batches of idempotent and transactional producers, changing nothing.
-
-        ``stamped`` holds the batches with their offsets assigned: the request rewritten in
-        place, or the stamped header copies of a read-only request (one per batch; data batches
-        need only their headers here). Fills ``infos`` with each producer's pending state and
-        ``completed`` with the transactions markers end; returns the original batch if a client
-        retried one.
-        """
-        producers = self._producer_state
-        position = 0
-        for index, fields in enumerate(checked):
-            at = position
-            position += LOG_OVERHEAD + fields[1]
-            if fields[9] <= NO_PRODUCER_ID:  # no producer id: neither idempotent nor txn
-                continue
-            # Parsed again: the offsets and timestamps were just rewritten.
-            if isinstance(stamped, list):
-                batch = RecordBatch.parse(stamped[index])
-            else:
-                batch = RecordBatch.parse(stamped, at)
-            if origin is AppendOrigin.CLIENT:
-                duplicate = producers.find_duplicate_batch(batch)
-                if duplicate is not None:
-                    return duplicate
-            info = infos.get(batch.producer_id)
-            if info is None:
-                info = producers.prepare_update(batch.producer_id, origin)
-                infos[batch.producer_id] = info
-            done = info.append(batch)
-            if done is not None:
-                completed.append(done)
-        return None
+        return append(self, view, AppendOrigin.REPLICATION, None)
 
     def _complete_txn(self, txn: CompletedTxn, segment: LogSegment) -> None:
         producers = self._producer_state
@@ -1153,30 +549,7 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            epochs = self._epoch_cache
-            if timestamp == EARLIEST_TIMESTAMP:
-                offset = self._log_start_offset
-                return TimestampAndOffset(NO_TIMESTAMP, offset, epochs.epoch_for_offset(offset))
-            if timestamp == EARLIEST_LOCAL_TIMESTAMP:
-                offset = self._local_log_start_offset
-                return TimestampAndOffset(NO_TIMESTAMP, offset, epochs.epoch_for_offset(offset))
-            if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(NO_TIMESTAMP, self._next_offset, epochs.latest_epoch)
-            if timestamp == MAX_TIMESTAMP:
-                best = max(self._segments, key=lambda s: self._touch(s).max_timestamp_so_far)
-                if best.max_timestamp_so_far < 0:
-                    return None
-                return best.find_offset_by_timestamp(
-                    best.max_timestamp_so_far, self._log_start_offset
-                )
-            if not is_search_by_time(timestamp):
-                return None
-            for segment in self._segments:
-                if self._touch(segment).largest_timestamp >= timestamp:
-                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                    if found is not None:
-                        return found
-            return None
+            return offset_for_timestamp(self, timestamp)
 
     # --- flush ------------------------------------------------------------------------------
 
@@ -1242,79 +615,9 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             now = self._clock() if now_ms is None else now_ms
-            config = self._config
-            tiered = config.remote_storage_enable
-            if tiered:
-                retention_ms = config.effective_local_retention_ms
-                retention_bytes = config.effective_local_retention_bytes
-            else:
-                retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
-            deleted = self._delete_while(lambda s, nxt: nxt <= self._log_start_offset, now)
-            if retention_bytes >= 0:
-                excess = [self.size - retention_bytes]
-
-                def over_size(segment: LogSegment, _next: int) -> bool:
-                    if excess[0] - segment.size >= 0:
-                        excess[0] -= segment.size
-                        return True
-                    return False
-
-                deleted += self._delete_while(over_size, now)
-            if retention_ms >= 0:
-                deleted += self._delete_while(
-                    lambda s, _n: now - s.largest_timestamp > retention_ms, now
-                )
+            deleted = apply_retention(self, now)
             self._delete_due_files(now)
             return deleted
-
-    def _delete_while(self, predicate: Callable[[LogSegment, int], bool], now: int) -> int:
-        """Deletes segments from the oldest while ``predicate(segment, next_base)`` holds."""
-        tiered = self._config.remote_copy_enabled
-        count = 0
-        while True:
-            if len(self._segments) == 1:
-                self._roll_if_retention_breached(predicate, now)
-                break
-            segment, upper = self._touch(self._segments[0]), self._bases[1]
-            if upper > self._high_watermark or not predicate(segment, upper):
-                break
-            if (
-                tiered
-                and upper - 1 > self._highest_offset_in_remote_storage
-                and upper > self._log_start_offset
-            ):
-                break
-            self._segments.pop(0)
-            self._bases.pop(0)
-            self._schedule_delete(segment, now)
-            count += 1
-        if count:
-            first = self._bases[0]
-            if not self._config.remote_storage_enable and first > self._log_start_offset:
-                self._increment_log_start_offset(first)
-            self._local_log_start_offset = max(first, self._log_start_offset)
-            self._producer_state.delete_snapshots_below(first)
-        return count
-
-    def _roll_if_retention_breached(
-        self, predicate: Callable[[LogSegment, int], bool], now: int
-    ) -> None:
-        """Rolls a tiered log's active segment once retention holds for it (KAFKA-15047).
-
-        Otherwise the newest records of a partition that receives no more writes would never
-        be tiered nor leave the local disk. As in Kafka, only a non-empty active segment wholly
-        below the high watermark is rolled; it is deleted by a later pass once tiered.
-        """
-        active = self._touch(self._active)
-        upper = self._next_offset
-        if (
-            self._config.remote_storage_enable
-            and active.size > 0
-            and upper <= self._high_watermark
-            and predicate(active, upper)
-        ):
-            log.info("rolling the active segment of %s to make it eligible for deletion", self._dir)
-            self._roll_locked(upper, now)
 
     def _schedule_delete(self, segment: LogSegment, now: int) -> None:
         self._forget(segment)
@@ -1357,7 +660,7 @@ class PartitionLog:
                 )
             if offset > self._log_start_offset:
                 self._increment_log_start_offset(offset)
-                self._delete_while(lambda s, nxt: nxt <= offset, self._clock())
+                delete_while(self, lambda s, nxt: nxt <= offset, self._clock())
             return self._log_start_offset
 
     def truncate_to(self, offset: int) -> bool:
@@ -1391,7 +694,7 @@ class PartitionLog:
             self._local_log_start_offset = min(self._local_log_start_offset, self._next_offset)
             producers = self._producer_state
             producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
-            self._replay_producers(producers.map_end_offset, self._next_offset)
+            replay_producers(self, producers.map_end_offset, self._next_offset)
             if self._high_watermark > self._next_offset:
                 self._set_high_watermark(self._next_offset)
             if self._recovery_point > self._next_offset:
@@ -1502,33 +805,7 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            lso = self.last_stable_offset
-            found = []
-            for index, segment in enumerate(self._segments[:-1]):
-                next_base = self._bases[index + 1]
-                end_offset = next_base - 1
-                if next_base > lso:
-                    break
-                if end_offset <= self._highest_offset_in_remote_storage or segment.size == 0:
-                    continue
-                txn_path = segment.txn_index.path
-                found.append(
-                    UploadableSegment(
-                        base_offset=segment.base_offset,
-                        end_offset=end_offset,
-                        size_in_bytes=segment.size,
-                        max_timestamp=self._touch(segment).max_timestamp_so_far,
-                        log_path=segment.log_path,
-                        offset_index_path=segment.offset_index.path,
-                        time_index_path=segment.time_index.path,
-                        txn_index_path=None if segment.txn_index.is_empty() else txn_path,
-                        producer_snapshot=self._producer_state.snapshot_file(next_base),
-                        leader_epochs=tuple(
-                            self._epoch_cache.entries_in_range(segment.base_offset, end_offset)
-                        ),
-                    )
-                )
-            return found
+            return segments_eligible_for_upload(self)
 
     # --- configuration and lifecycle ------------------------------------------------------
 
@@ -1557,7 +834,7 @@ class PartitionLog:
         """Saves the high watermark, so a crash restarts it near where it was, not at 0."""
         with self._lock:
             if not self._closed:
-                self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, self._high_watermark)
+                self._write_checkpoint(files.HIGH_WATERMARK_CHECKPOINT, self._high_watermark)
 
     def close(self) -> None:
         """Clean shutdown: flushes, snapshots producer state, checkpoints, writes the marker."""
@@ -1571,7 +848,7 @@ class PartitionLog:
             producers.take_snapshot()
             self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, self._next_offset)
             self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, self._log_start_offset)
-            self._write_checkpoint(HIGH_WATERMARK_CHECKPOINT, self._high_watermark)
+            self._write_checkpoint(files.HIGH_WATERMARK_CHECKPOINT, self._high_watermark)
             for _, segment in self._pending_deletes:
                 segment.delete()
             self._pending_deletes.clear()
@@ -1612,25 +889,6 @@ class PartitionLog:
     def _read_checkpoint(self, name: str) -> int | None:
         tp = self._topic_partition
         return read_offset_checkpoint(self._dir / name, tp.topic, tp.partition)
-
-
-def iter_log_batches(
-    log: PartitionLog, start: int = 0, chunk: int = 1 << 20
-) -> Iterator[RecordBatch]:
-    """Every batch from ``start`` to the log end, validated (tools and tests)."""
-    offset = max(start, log.local_log_start_offset)
-    while offset < log.log_end_offset:
-        info = log.read(offset, chunk)
-        if not info.records:
-            break
-        view = memoryview(info.records)
-        position = 0
-        while position < len(view):
-            batch = RecordBatch.parse(view, position)
-            batch.validate()
-            yield batch
-            position = batch.end_position
-        offset = info.next_offset
 
 
 __all__: Sequence[str] = (

@@ -10,6 +10,7 @@ second.
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
@@ -100,3 +101,16 @@ class TimestampAndOffset:
 
 
 NO_TIMESTAMP_AND_OFFSET = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET)
+
+
+@attrs.frozen
+class SegmentInfo:
+    """A segment as the log's owner sees it (for tools, metrics and tests)."""
+
+    base_offset: int
+    size_in_bytes: int
+    log_path: Path
+    is_active: bool
+    #: Whether the segment's indexes are in memory now (at most ``LOADED_INDEX_LIMIT`` rolled
+    #: segments' are).
+    indexes_loaded: bool
