@@ -64,13 +64,18 @@ def test_a_brokers_metrics_are_read_from_the_cluster_by_name_and_tags(
     cluster = tiered.cluster
 
     def copies_counted() -> bool:
-        """Whether the leader counted a copy; the meter appears with the first one."""
+        """Whether the leader finished a copy: its bytes are counted when it ends (the request
+        when it starts), and the meter appears with the first."""
         counted = cluster.metrics(
-            leader, "BrokerTopicMetrics", "RemoteCopyRequestsPerSec", topic="t", partition=0
+            leader, "BrokerTopicMetrics", "RemoteCopyBytesPerSec", topic="t", partition=0
         )
         return any(value["count"] for value in counted.values())  # type: ignore[index]
 
     wait_until(copies_counted, "a copy counted")
+    requests = cluster.metric(
+        leader, "BrokerTopicMetrics", "RemoteCopyRequestsPerSec", topic="t", partition=0
+    )
+    assert requests["count"] > 0  # type: ignore[index]
     copied = cluster.metric(
         leader, "BrokerTopicMetrics", "RemoteCopyBytesPerSec", topic="t", partition=0
     )
