@@ -31,6 +31,7 @@ from .results import LogAppendInfo
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
+    from .segment import LogSegment
 
 _INT32_MAX: Final = (1 << 31) - 1
 #: Enum members and ``tuple.__new__`` as module constants: the append path reads them for every
@@ -116,14 +117,7 @@ def append(
                 stamp_batch(view, 0, fields, offset, leader_epoch)
                 records = view
             segment = plog._segments[-1]
-            if (
-                not segment.size
-                or segment.is_full
-                or segment.size > config.segment_bytes - end
-                or last - segment.base_offset > _INT32_MAX
-                or segment.time_waited_for_roll(now, max_timestamp)
-                > config.segment_ms - plog._roll_jitter_ms
-            ):
+            if _roll_due(plog, segment, end, last, max_timestamp, now):
                 segment = plog._maybe_roll(end, max_timestamp, offset, last, now)
             segment.append_batch(records, last, batch_max)
             plog._next_offset = last + 1
@@ -255,14 +249,7 @@ def append_locked(
 
     size = len(view)
     segment = plog._segments[-1]
-    if (
-        not segment.size
-        or segment.is_full
-        or segment.size > config.segment_bytes - size
-        or last_offset - segment.base_offset > _INT32_MAX
-        or segment.time_waited_for_roll(now, max_timestamp)
-        > config.segment_ms - plog._roll_jitter_ms
-    ):
+    if _roll_due(plog, segment, size, last_offset, max_timestamp, now):
         segment = plog._maybe_roll(size, max_timestamp, first_offset, last_offset, now)
     segment.append(view if pieces is None else pieces, batches)
 
@@ -305,6 +292,22 @@ def append_locked(
             records_count,
             False,
         ),
+    )
+
+
+def _roll_due(
+    plog: PartitionLog, segment: LogSegment, size: int, last: int, max_timestamp: int, now: int
+) -> bool:
+    """Whether ``size`` more bytes ending at offset ``last`` may need a new segment: the cheap
+    test on every append; ``_maybe_roll`` decides."""
+    config = plog._config
+    return (
+        not segment.size
+        or segment.is_full
+        or segment.size > config.segment_bytes - size
+        or last - segment.base_offset > _INT32_MAX
+        or segment.time_waited_for_roll(now, max_timestamp)
+        > config.segment_ms - plog._roll_jitter_ms
     )
 
 

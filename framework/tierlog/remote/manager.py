@@ -169,7 +169,7 @@ class RemoteLogManager:
         self._tasks: dict[TopicIdPartition, PartitionTasks] = {}
         self.partition_deletions = PartitionDeletions(
             self.metadata,
-            self.delete_remote_segment,
+            self.delete_remote_partition,
             broker_id,
             initial_backoff_ms=config.get_int("remote.log.manager.task.retry.backoff.ms"),
             max_backoff_ms=config.get_int("remote.log.manager.task.retry.backoff.max.ms"),
@@ -277,7 +277,11 @@ class RemoteLogManager:
             if s.state is not RemoteLogSegmentState.DELETE_SEGMENT_FINISHED
         ]
         for segment in segments:
-            self.delete_remote_segment(segment)
+            try:
+                self.delete_remote_segment(segment)
+            except RemoteResourceNotFoundError:
+                # Deleting is idempotent: what is already gone needs no second pass.
+                log.debug("%s: %s was already gone", tip, segment.remote_log_segment_id)
         return len(segments)
 
     # --- deletion -------------------------------------------------------------------------

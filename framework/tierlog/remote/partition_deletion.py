@@ -17,10 +17,7 @@ from collections.abc import Callable
 
 import attrs
 
-from ..errors import RemoteResourceNotFoundError
 from ..model import (
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
     RemotePartitionDeleteState,
     TopicIdPartition,
@@ -29,7 +26,8 @@ from ..spi import RemoteLogMetadataManager
 
 log = logging.getLogger(__name__)
 
-DeleteSegment = Callable[[RemoteLogSegmentMetadata], None]
+#: Deletes every remote segment of a partition not deleted yet (already gone counts as done).
+DeleteSegments = Callable[[TopicIdPartition], object]
 State = RemotePartitionDeleteState
 
 
@@ -48,14 +46,14 @@ class PartitionDeletions:
     def __init__(
         self,
         metadata: RemoteLogMetadataManager,
-        delete_segment: DeleteSegment,
+        delete_segments: DeleteSegments,
         broker_id: int,
         *,
         initial_backoff_ms: int,
         max_backoff_ms: int,
     ) -> None:
         self._metadata = metadata
-        self._delete_segment = delete_segment
+        self._delete_segments = delete_segments
         self._broker_id = broker_id
         self._initial_backoff_s = initial_backoff_ms / 1000
         self._max_backoff_s = max_backoff_ms / 1000
@@ -138,14 +136,7 @@ class PartitionDeletions:
         if pending.published is State.DELETE_PARTITION_STARTED:
             # Once FINISHED is published the manager no longer knows the partition's segments
             # (lookups raise RemoteResourceNotFoundError), so a retry skips straight to the stop.
-            for segment in self._metadata.list_remote_log_segments(tip):
-                if segment.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
-                    continue
-                try:
-                    self._delete_segment(segment)
-                except RemoteResourceNotFoundError:
-                    # Deleting is idempotent: what is already gone needs no second pass.
-                    log.debug("%s: %s was already gone", tip, segment.remote_log_segment_id)
+            self._delete_segments(tip)
             self._publish(pending, State.DELETE_PARTITION_FINISHED)
         self._metadata.on_stop_partitions(frozenset({tip}))
 

@@ -347,32 +347,27 @@ def _compare(
 
 
 def _read_everything(cluster: EmbeddedCluster, plan: CrashPlan) -> dict[tuple[int, int], bytes]:
-    """Every record of every partition from its log start, stepping over gaps one by one."""
-    partitions = [TopicPartition(plan.topic, n) for n in range(plan.partitions)]
+    """Every record of every partition from its log start, stepping over gaps one by one.
+
+    One consumer per partition, so an out-of-range error always belongs to the partition read.
+    """
     out: dict[tuple[int, int], bytes] = {}
-    consumer = Consumer(cluster.transport, {"auto.offset.reset": "none"})
-    try:
-        consumer.assign(partitions)
-        starts = consumer.beginning_offsets(partitions, timeout_ms=120_000)
-        ends = consumer.end_offsets(partitions, timeout_ms=120_000)
-        for tp in partitions:
-            consumer.seek(tp, starts[tp])
-        deadline = time.monotonic() + 600
-        while any(consumer.position(tp) < ends[tp] for tp in partitions):
-            if time.monotonic() > deadline:
-                raise TimeoutError("reading the partitions back took over 600 s")
-            try:
-                for record in consumer.poll(timeout_ms=500):
-                    out[(record.partition, record.offset)] = record.value or b""
-            except OffsetOutOfRangeError as err:
-                # A gap: step over one offset of each partition the error names.
-                for tp in partitions:
-                    if f"for {tp} " in str(err):
-                        position = consumer.position(tp)
-                        if position < ends[tp]:
-                            consumer.seek(tp, position + 1)
-    finally:
-        consumer.close()
+    deadline = time.monotonic() + 600
+    for n in range(plan.partitions):
+        tp = TopicPartition(plan.topic, n)
+        with Consumer(cluster.transport, {"auto.offset.reset": "none"}) as consumer:
+            consumer.assign([tp])
+            start = consumer.beginning_offsets([tp], timeout_ms=120_000)[tp]
+            end = consumer.end_offsets([tp], timeout_ms=120_000)[tp]
+            consumer.seek(tp, start)
+            while (position := consumer.position(tp)) < end:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("reading the partitions back took over 600 s")
+                try:
+                    for record in consumer.poll(timeout_ms=500):
+                        out[(record.partition, record.offset)] = record.value or b""
+                except OffsetOutOfRangeError:
+                    consumer.seek(tp, position + 1)  # a gap: step over one offset
     return out
 
 
