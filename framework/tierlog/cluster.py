@@ -2,8 +2,11 @@
 
 The default way to run tierlog and to test it: one broker for a demo, three in tests. Brokers
 have ids ``0..size-1`` and each gets its own log dir under ``data_dir/broker-<id>/logs``; the
-controller keeps the cluster metadata under ``data_dir/controller``. All traffic goes through
-:attr:`EmbeddedCluster.transport`, so tests can delay, drop or fail chosen requests.
+controller keeps the cluster metadata under ``data_dir/controller``. Brokers talk to each other
+and to the controller through :attr:`EmbeddedCluster.transport`, so tests can delay, drop or fail chosen
+requests. With ``listen=True`` every broker also listens for Kafka clients on TCP (``listeners``;
+broker i on the configured port plus i, port 0 picking a free one), and
+:attr:`EmbeddedCluster.bootstrap_servers` says where.
 Starting a new cluster on the same ``data_dir`` brings back the same topics, topic ids,
 configs and data. While a cluster runs, its directories are locked (a ``.lock`` file in the
 controller's directory and in each broker's log dir, held until :meth:`EmbeddedCluster.stop`):
@@ -26,6 +29,7 @@ from .metrics.name import TagValue
 from .server.broker import Broker, BrokerState
 from .server.controller import Controller
 from .server.transport import InProcessTransport
+from .wire import EndpointDirectory, WireListener
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,7 @@ class EmbeddedCluster:
         config: Mapping[str, object] | None = None,
         *,
         extra_plugins: Mapping[str, object] | None = None,
+        listen: bool = False,
     ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one broker, got size={size}")
@@ -55,6 +60,10 @@ class EmbeddedCluster:
         self._brokers: dict[int, Broker] = {}
         self._controller: Controller | None = None
         self._controller_lock: DirectoryLock | None = None
+        self.listen = listen
+        #: What each listening broker advertises; Metadata answers from it.
+        self.endpoints = EndpointDirectory()
+        self._listeners: dict[int, WireListener] = {}
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -65,6 +74,20 @@ class EmbeddedCluster:
         if self._controller is None:
             raise RuntimeError("the cluster is not started")
         return self._controller
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,...`` of every listening broker, for a Kafka client's bootstrap list."""
+        if not self.listen:
+            raise RuntimeError("this cluster does not listen: build it with listen=True")
+        return self.endpoints.bootstrap_servers()
+
+    def listener(self, broker_id: int) -> WireListener:
+        """The running listener of ``broker_id``."""
+        try:
+            return self._listeners[broker_id]
+        except KeyError:
+            raise KeyError(f"broker {broker_id} is not listening") from None
 
     def broker(self, broker_id: int) -> Broker:
         """The current broker object for ``broker_id`` (a new one after each restart)."""
@@ -178,11 +201,25 @@ class EmbeddedCluster:
         self._brokers[broker_id] = broker
         self.transport.register(broker)
         broker.start()
+        if self.listen:
+            assert broker.plugin_host is not None
+            listener = WireListener(
+                lambda: self._brokers[broker_id],
+                broker.config,
+                self.endpoints,
+                metrics=broker.plugin_host.metrics,
+                port_offset=broker_id,
+            )
+            listener.start()
+            self._listeners[broker_id] = listener
         return broker
 
     def stop_broker(self, broker_id: int, *, clean: bool = True) -> None:
         """Stops one broker; ``clean=False`` leaves its logs to be recovered as after a crash."""
         broker = self.broker(broker_id)
+        listener = self._listeners.pop(broker_id, None)
+        if listener is not None:
+            listener.stop()
         try:
             broker.stop(clean=clean)
         finally:

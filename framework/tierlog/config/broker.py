@@ -697,9 +697,83 @@ BROKER_RULES: Final = (
     ),
 )
 
+#: The network front end (``tierlog.wire``): Kafka's socket-server keys and defaults.
+_NETWORK_KEYS: Final = (
+    ConfigKey(
+        "listeners",
+        LIST,
+        ("PLAINTEXT://127.0.0.1:9092",),
+        importance=HIGH,
+        doc="Where the broker accepts Kafka clients, as NAME://host:port. Port 0 picks a free "
+        "port; an empty host means every interface. Unlike Kafka (PLAINTEXT://:9092) the "
+        "default binds the loopback address only. An embedded cluster of N brokers gives broker "
+        "i the port plus i (port 0 stays 0).",
+    ),
+    ConfigKey(
+        "advertised.listeners",
+        LIST,
+        None,
+        importance=HIGH,
+        doc="What Metadata tells clients to connect to, per listener name; null advertises "
+        "the bound address of each of listeners.",
+    ),
+    ConfigKey(
+        "listener.security.protocol.map",
+        STRING,
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        doc="Listener name to security protocol. tierlog serves PLAINTEXT only; a listener "
+        "mapped to another protocol is a configuration error.",
+    ),
+    ConfigKey(
+        "socket.request.max.bytes",
+        INT,
+        104857600,
+        validator=at_least(1),
+        doc="Largest request frame accepted; a bigger one closes the connection.",
+    ),
+    ConfigKey(
+        "connections.max.idle.ms",
+        LONG,
+        600000,
+        validator=at_least(1),
+        doc="A connection with no request for this long is closed.",
+    ),
+    ConfigKey(
+        "max.connections",
+        INT,
+        2147483647,
+        validator=at_least(0),
+        doc="Most connections a broker accepts at once; more are closed on accept.",
+    ),
+    ConfigKey(
+        "max.connections.per.ip",
+        INT,
+        2147483647,
+        validator=at_least(0),
+        doc="Most connections a broker accepts at once from one address.",
+    ),
+    ConfigKey(
+        "queued.max.requests",
+        INT,
+        500,
+        validator=at_least(1),
+        doc="Most requests the broker works on at once over all connections; a connection "
+        "whose next request finds none free waits to read it.",
+    ),
+    ConfigKey(
+        "metrics.prometheus.port",
+        INT,
+        None,
+        validator=between(0, 65535),
+        doc="When set, `tierlog run` serves every broker's metrics at /metrics on this port "
+        "of 127.0.0.1 (0 picks a free port).",
+    ),
+)
+
+
 #: Every broker key; ``rsm.config.``, ``rlmm.config.`` and ``plugin.<name>.`` keys go to plugins.
 BROKER_CONFIG: Final = ConfigDef(
-    keys=_GENERAL_KEYS + _REMOTE_KEYS,
+    keys=_GENERAL_KEYS + _NETWORK_KEYS + _REMOTE_KEYS,
     rules=BROKER_RULES,
     raw_prefixes=(PLUGIN_PREFIX,),
     prefix_keys=(

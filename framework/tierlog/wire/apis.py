@@ -1,0 +1,193 @@
+"""Every API the listener serves: its versions, and how its wire message maps to the broker's.
+
+The table :data:`APIS` is what ApiVersions advertises, exactly: an API or version not in it is
+never decoded (the connection is closed, as Kafka does), so what is advertised is what is
+implemented and tested. Each entry converts the codec's request into the broker's own request
+type (``server/protocol.py``), lets the broker answer it, and converts the answer back; the
+broker's types share Kafka's field names, so most entries are the generic conversion, and the
+few fields that differ are patched here, next to the API they belong to.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.metadata.api_versions import ApiVersionsResponse
+
+from ..server import protocol as p
+from .codec import MESSAGES, from_wire, to_wire
+from .endpoints import EndpointDirectory
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    broker: Broker
+    endpoints: EndpointDirectory
+    listener: str
+    version: int
+    client_id: str | None
+    peer: str
+
+
+Handler = Callable[[RequestContext, Any], ApiMessage | None]
+
+
+@attrs.frozen
+class Api:
+    """One API: the versions served and the handler (None answer: send nothing, acks=0)."""
+
+    key: int
+    min_version: int
+    max_version: int
+    handler: Handler
+
+    @property
+    def name(self) -> str:
+        name: str = MESSAGES[self.key][0].name
+        return name.removesuffix("Request")
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+def _response_class(key: int, version: int) -> Any:
+    return MESSAGES[key][1][version]
+
+
+def _generic(
+    broker_request: type[Any],
+    *,
+    patch_request: Callable[[RequestContext, Any, Any], Any] | None = None,
+    patch_response: Callable[[RequestContext, Any, Any], Any] | None = None,
+) -> Handler:
+    """A handler that converts by field name, with optional patches before and after."""
+    key = broker_request.API_KEY
+
+    def handle(ctx: RequestContext, message: Any) -> ApiMessage:
+        request = from_wire(message, broker_request)
+        if patch_request is not None:
+            request = patch_request(ctx, message, request)
+        answer = ctx.broker.handle(request)
+        wire = to_wire(answer, _response_class(key, ctx.version))
+        if patch_response is not None:
+            wire = patch_response(ctx, answer, wire)
+        return wire
+
+    return handle
+
+
+# --- ApiVersions ---------------------------------------------------------------------------
+
+
+def api_versions_response(version: int, error_code: int = 0) -> ApiMessage:
+    """Every API in :data:`APIS` with its range (KIP-511: ``error_code`` 35 and version 0 when
+    the client asked for a version this broker does not serve)."""
+    response_class = ApiVersionsResponse[version]
+    return response_class(
+        error_code=error_code,
+        api_keys=[
+            response_class.ApiVersion(
+                api_key=api.key, min_version=api.min_version, max_version=api.max_version
+            )
+            for api in sorted(APIS.values(), key=lambda a: a.key)
+        ],
+        throttle_time_ms=0,
+    )
+
+
+def _api_versions(ctx: RequestContext, _message: Any) -> ApiMessage:
+    return api_versions_response(ctx.version)
+
+
+# --- Produce -------------------------------------------------------------------------------
+
+
+def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
+    for topic in message.topic_data:
+        for partition in topic.partition_data:
+            if partition.records is None:
+                partition.records = b""
+    answer = ctx.broker.handle(from_wire(message, p.ProduceRequest))
+    if message.acks == 0:
+        return None  # Kafka sends nothing back for acks=0; errors show in the broker's log
+    return to_wire(answer, _response_class(0, ctx.version))
+
+
+# --- Fetch ---------------------------------------------------------------------------------
+
+
+def _fetch_response(ctx: RequestContext, answer: p.FetchResponse, wire: Any) -> Any:
+    """The broker's diverging epoch is an OffsetForLeaderEpoch result; the wire's has two fields."""
+    for topic, wire_topic in zip(answer.responses, wire.responses, strict=True):
+        for partition, wire_partition in zip(topic.partitions, wire_topic.partitions, strict=True):
+            diverging = partition.diverging_epoch
+            wire_partition.diverging_epoch = (
+                None
+                if diverging is None
+                else type(wire_partition).EpochEndOffset(
+                    epoch=diverging.leader_epoch, end_offset=diverging.end_offset
+                )
+            )
+    return wire
+
+
+# --- Metadata ------------------------------------------------------------------------------
+
+
+def _metadata_request(ctx: RequestContext, message: Any, request: p.MetadataRequest) -> Any:
+    if ctx.version == 0 and not message.topics:
+        return attrs.evolve(request, topics=None)  # v0: an empty list means every topic
+    if ctx.version < 4:
+        return attrs.evolve(request, allow_auto_topic_creation=True)
+    return request
+
+
+def _metadata_response(ctx: RequestContext, answer: p.MetadataResponse, wire: Any) -> Any:
+    """Brokers as their listeners advertise them; one with no listener is left out."""
+    endpoints = ctx.endpoints.snapshot(ctx.listener)
+    broker_class = type(wire).MetadataResponseBroker
+    wire.brokers = [
+        broker_class(
+            node_id=b.node_id,
+            host=endpoints[b.node_id].host,
+            port=endpoints[b.node_id].port,
+            rack=b.rack,
+        )
+        for b in answer.brokers
+        if b.node_id in endpoints
+    ]
+    return wire
+
+
+APIS: dict[int, Api] = {
+    api.key: api
+    for api in (
+        Api(0, 3, 11, _produce),
+        Api(1, 4, 12, _generic(p.FetchRequest, patch_response=_fetch_response)),
+        Api(2, 1, 9, _generic(p.ListOffsetsRequest)),
+        Api(
+            3,
+            0,
+            12,
+            _generic(
+                p.MetadataRequest,
+                patch_request=_metadata_request,
+                patch_response=_metadata_response,
+            ),
+        ),
+        Api(18, 0, 4, _api_versions),
+        Api(23, 2, 4, _generic(p.OffsetsForLeaderEpochRequest)),
+    )
+}
+"""api key -> what is served of it."""
