@@ -1,0 +1,88 @@
+"""The listener with kafka-python's own client and raw frames: what any Kafka client sees first."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Callable
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from tierlog.client import Admin, NewTopic
+from tierlog.cluster import EmbeddedCluster
+from tierlog.wire import APIS
+
+
+def _connect(cluster: EmbeddedCluster) -> socket.socket:
+    host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=10)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed")
+            data += chunk
+        return data
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def test_kafka_python_produces_and_reads_back_every_record(
+    make_listening: Callable[..., EmbeddedCluster],
+) -> None:
+    cluster = make_listening()
+    Admin(cluster.transport).create_topics([NewTopic("t", 2, 1)])
+    producer = KafkaProducer(
+        bootstrap_servers=cluster.bootstrap_servers, enable_idempotence=False, acks="all"
+    )
+    sent = {(b"k%d" % i, b"v%d" % i) for i in range(500)}
+    for key, value in sorted(sent):
+        producer.send("t", key=key, value=value)
+    producer.flush()
+    producer.close()
+    consumer = KafkaConsumer(
+        bootstrap_servers=cluster.bootstrap_servers,
+        group_id=None,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=5000,
+    )
+    consumer.assign([TopicPartition("t", 0), TopicPartition("t", 1)])
+    got = {(m.key, m.value) for m in consumer}
+    consumer.close()
+    assert got == sent
+
+
+def test_api_versions_advertises_exactly_the_served_table(
+    make_listening: Callable[..., EmbeddedCluster],
+) -> None:
+    cluster = make_listening()
+    with _connect(cluster) as sock:
+        request = ApiVersionsRequest[3](client_software_name="test", client_software_version="1")
+        request.with_header(correlation_id=7, client_id="t")
+        sock.sendall(request.encode(header=True, framed=True))
+        response = ApiVersionsResponse.decode(_read_frame(sock), version=3, header=True)
+    assert response.header.correlation_id == 7
+    assert response.error_code == 0
+    advertised = {a.api_key: (a.min_version, a.max_version) for a in response.api_keys}
+    assert advertised == {key: (a.min_version, a.max_version) for key, a in APIS.items()}
+
+
+def test_an_api_versions_request_newer_than_served_gets_the_v0_fallback(
+    make_listening: Callable[..., EmbeddedCluster],
+) -> None:
+    """KIP-511: UNSUPPORTED_VERSION (35) in a v0 body, with the served ranges to retry within."""
+    cluster = make_listening()
+    with _connect(cluster) as sock:
+        # ApiVersions v9, which nobody serves: header v2, no body the broker need understand.
+        header = struct.pack(">hhih", 18, 9, 11, 1) + b"c" + b"\x00"
+        sock.sendall(struct.pack(">i", len(header)) + header)
+        frame = _read_frame(sock)
+    response = ApiVersionsResponse.decode(frame, version=0, header=True)
+    assert response.header.correlation_id == 11
+    assert response.error_code == 35
+    assert {a.api_key for a in response.api_keys} == set(APIS)
