@@ -3,9 +3,9 @@
 The default way to run tierlog and to test it: one broker for a demo, three in tests. Brokers
 have ids ``0..size-1`` and each gets its own log dir under ``data_dir/broker-<id>/logs``; the
 controller keeps the cluster metadata under ``data_dir/controller``. Brokers talk to each other
-and to the controller through :attr:`EmbeddedCluster.transport`, so tests can delay, drop or fail chosen
-requests. With ``listen=True`` every broker also listens for Kafka clients on TCP (``listeners``;
-broker i on the configured port plus i, port 0 picking a free one), and
+and to the controller through :attr:`EmbeddedCluster.transport`, so tests can delay, drop or fail
+chosen requests. With ``listen=True`` every broker also listens for Kafka clients on TCP
+(``listeners``; broker i on the configured port plus i, port 0 picking a free one), and
 :attr:`EmbeddedCluster.bootstrap_servers` says where.
 Starting a new cluster on the same ``data_dir`` brings back the same topics, topic ids,
 configs and data. While a cluster runs, its directories are locked (a ``.lock`` file in the

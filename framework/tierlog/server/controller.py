@@ -43,6 +43,7 @@ from ..errors import (
 from ..log.checkpoint import write_atomically
 from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
+from .configs import wire_value
 from .image import ClusterImage, PartitionRegistration, TopicImage
 from .internal_topics import check_client_delete
 from .topic_creation import plan_replicas
@@ -578,7 +579,7 @@ class Controller:
             configs.append(
                 p.CreatableTopicConfigs(
                     name=key.name,
-                    value=None if key.secret else key.show(value),
+                    value=None if key.secret else wire_value(value),
                     read_only=False,
                     config_source=p.ConfigSource.TOPIC_CONFIG
                     if overridden

@@ -187,7 +187,14 @@ APIS: dict[int, Api] = {
             ),
         ),
         Api(18, 0, 4, _api_versions),
+        Api(19, 0, 7, _generic(p.CreateTopicsRequest)),
+        Api(20, 0, 6, _generic(p.DeleteTopicsRequest)),
+        Api(21, 0, 2, _generic(p.DeleteRecordsRequest)),
         Api(23, 2, 4, _generic(p.OffsetsForLeaderEpochRequest)),
+        Api(32, 0, 4, _generic(p.DescribeConfigsRequest)),
+        Api(44, 0, 1, _generic(p.IncrementalAlterConfigsRequest)),
+        Api(45, 0, 0, _generic(p.AlterPartitionReassignmentsRequest)),
+        Api(46, 0, 0, _generic(p.ListPartitionReassignmentsRequest)),
     )
 }
 """api key -> what is served of it."""
