@@ -7,6 +7,7 @@ The reading itself, under the request's byte budget, is ``fetch.py``'s.
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: How often a fetch held for remote metadata looks again at whether it is ready.
+_READY_POLL_S = 0.02
+
 
 def fetch(broker: Broker, request: p.FetchRequest) -> p.FetchResponse:
     try:
@@ -60,7 +64,10 @@ def fetch(broker: Broker, request: p.FetchRequest) -> p.FetchResponse:
         return partition
 
     rlm = broker.remote_log_manager
-    outcome = read_partitions(request, topics, lookup, None if rlm is None else rlm.in_remote_range)
+    in_remote = None if rlm is None else rlm.in_remote_range
+    outcome = read_partitions(request, topics, lookup, in_remote)
+    if outcome.remote_reads and _hold_until_ready(broker, request, outcome):
+        outcome = read_partitions(request, topics, lookup, in_remote)
     if outcome.remote_reads:
         return _remote_fetch(broker, outcome)
     keys = [
@@ -91,6 +98,30 @@ def fetch(broker: Broker, request: p.FetchRequest) -> p.FetchResponse:
     purgatory.try_complete_else_watch(delayed, keys)
     delayed.wait()
     return delayed.response
+
+
+def _hold_until_ready(broker: Broker, request: p.FetchRequest, outcome: FetchOutcome) -> bool:
+    """A fetch with nothing to return but partitions whose remote metadata is still loading
+    waits up to its ``max_wait_ms`` for them, instead of answering REPLICA_NOT_AVAILABLE at once:
+    clients retry that code immediately, so answering at once makes each consumer a retry storm
+    (KAFKA-19599). Returns whether it waited (the fetch must then read afresh).
+
+    A fetch that has data for some partition is answered now, with the others not ready: local
+    partitions keep flowing while a remote one loads.
+    """
+    rlm = broker.remote_log_manager
+    assert rlm is not None
+    waiting = [r.partition for r in outcome.remote_reads if not rlm.is_ready(r.partition)]
+    if not waiting or outcome.bytes_read > 0 or request.max_wait_ms <= 0:
+        return False
+    budget_s = min(request.max_wait_ms, broker.config.get_int("request.timeout.ms")) / 1000.0
+    deadline = time.monotonic() + budget_s
+    while broker.serving and not all(rlm.is_ready(partition) for partition in waiting):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        time.sleep(min(_READY_POLL_S, left))
+    return True
 
 
 def _record_follower_fetch(
