@@ -214,6 +214,7 @@ class WireListener:
         metrics = self._metrics.get(endpoint.name)
         if metrics is not None:
             metrics.connection_opened()
+        reader: BinaryIO | None = None
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.settimeout(self._idle_s)
@@ -222,12 +223,18 @@ class WireListener:
                 waiting_since = time.perf_counter()
                 frame = self._read_frame(reader)
                 received = time.perf_counter()
+                if metrics is not None:
+                    metrics.received(len(frame))
                 self._answer(conn, frame, peer, endpoint, metrics, received)
                 if metrics is not None:
                     metrics.waited(received - waiting_since, time.perf_counter() - received)
         except ConnectionClosed as why:
-            if str(why):
-                log.warning("broker %d: closing connection from %s: %s", self.broker_id, peer, why)
+            # The reason as text: the exception would keep this frame alive in any handler
+            # that holds records (and with it the connection's buffers).
+            if reason := str(why):
+                log.warning(
+                    "broker %d: closing connection from %s: %s", self.broker_id, peer, reason
+                )
         except TimeoutError:
             log.info(
                 "broker %d: closing connection from %s: idle for connections.max.idle.ms",
@@ -236,7 +243,7 @@ class WireListener:
             )
         except OSError as err:
             if not self._stopping.is_set():
-                log.debug("broker %d: connection from %s ended: %s", self.broker_id, peer, err)
+                log.debug("broker %d: connection from %s ended: %s", self.broker_id, peer, str(err))
         except Exception:
             log.exception("broker %d: connection from %s failed", self.broker_id, peer)
         finally:
@@ -245,6 +252,10 @@ class WireListener:
                 self._per_ip[ip] -= 1
                 if self._per_ip[ip] <= 0:
                     del self._per_ip[ip]
+            # The socket closes only when its reader does too: a reader left to the garbage
+            # collector would hold the connection open, unanswered, long after this thread.
+            if reader is not None:
+                reader.close()
             conn.close()
             if metrics is not None:
                 metrics.connection_closed()
