@@ -28,17 +28,30 @@ def produce_acked(
     return written
 
 
-def read_back(cluster: EmbeddedCluster, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    """Every record of ``topic`` from the start, by partition, in offset order."""
+def read_back(
+    cluster: EmbeddedCluster | str, topic: str, partitions: int
+) -> dict[int, list[bytes]]:
+    """Every record of ``topic`` from the start to the high watermark (as of now), by
+    partition, in offset order; through ``cluster``'s listeners or the given servers."""
+    servers = cluster if isinstance(cluster, str) else cluster.bootstrap_servers
     consumer = KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap_servers,
+        bootstrap_servers=servers,
         group_id=None,
         auto_offset_reset="earliest",
-        consumer_timeout_ms=3000,
+        enable_auto_commit=False,
     )
-    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+    assigned = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(assigned)
+    ends = consumer.end_offsets(assigned)
     read: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    for message in consumer:
-        read[message.partition].append(message.value)
-    consumer.close()
+    try:
+        for _ in range(100):
+            if all(consumer.position(tp) >= ends[tp] for tp in assigned):
+                break
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                read[tp.partition] += [record.value for record in records]
+        else:
+            raise AssertionError(f"{topic} could not be read to its end {ends}")
+    finally:
+        consumer.close()
     return read

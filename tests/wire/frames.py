@@ -23,8 +23,10 @@ from types import TracebackType
 from typing import Self
 
 import attrs
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from tierlog.cluster import EmbeddedCluster
+
+from .acked import read_back
 
 #: The clients that can record here, in the order they run.
 CLIENTS = ("kafka-python", "confluent-kafka", "aiokafka")
@@ -197,15 +199,8 @@ def _kafka_python(address: str, topic: str) -> None:
         producer.flush()
         producer.close()
         expected += values
-    consumer = KafkaConsumer(
-        bootstrap_servers=address,
-        group_id=None,
-        auto_offset_reset="earliest",
-        consumer_timeout_ms=3000,
-    )
-    consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
-    got = {m.value for m in consumer if m.value in set(expected)}
-    consumer.close()
+    read = read_back(address, topic, 2)
+    got = {value for values in read.values() for value in values if value in set(expected)}
     assert got == set(expected), "kafka-python did not read back what it produced"
 
 

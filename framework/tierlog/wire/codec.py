@@ -107,7 +107,8 @@ def peek_header(frame: bytes) -> RequestHeader:
 def decode_request(frame: bytes, header: RequestHeader) -> tuple[ApiMessage, str | None]:
     """The request in ``frame`` and the client id of its header.
 
-    :raises FrameError: truncated, malformed, or with bytes left over.
+    :raises FrameError: truncated or malformed, or with a null where the schema allows none
+        (bytes after the request are ignored).
     """
     request_class = MESSAGES[header.api_key][0]
     try:
