@@ -14,8 +14,9 @@ import struct
 import types
 import typing
 import uuid
+from collections.abc import Iterator
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
@@ -169,6 +170,76 @@ def encode_response(response: ApiMessage, version: int, correlation_id: int) -> 
     response.API_VERSION = version
     response.with_header(correlation_id=correlation_id)
     return bytes(response.encode(header=True, framed=True))
+
+
+# --- the errors in a response ---------------------------------------------------------------
+
+
+class ResponseError(NamedTuple):
+    """One ``error_code`` of a response, with the topic and partition it answers for (None
+    for the request as a whole) and its ``error_message`` if the version has one. A tuple:
+    every answer has some, and they are made on every request."""
+
+    code: int
+    topic: str | None = None
+    partition: int | None = None
+    message: str | None = None
+
+
+_TOPIC_FIELDS = frozenset({"name", "topic"})
+_PARTITION_FIELDS = frozenset({"partition_index", "index", "partition"})
+_TOPIC, _PARTITION, _CODE, _MESSAGE, _NESTED, _NESTED_ARRAY = range(6)
+
+
+def response_errors(message: Any, topic: str | None = None) -> Iterator[ResponseError]:
+    """Every error code in ``message``, NONE included (Kafka's ErrorsPerSec counts it too),
+    depth first; a struct's code is for the topic named on it or above it."""
+    partition = code = text = None
+    message_class: Any = type(message)
+    for name, role in _error_fields(message_class):
+        value = getattr(message, name, None)
+        if value is None:
+            continue
+        if role == _TOPIC:
+            if isinstance(value, str):
+                topic = value
+        elif role == _PARTITION:
+            if isinstance(value, int):
+                partition = value
+        elif role == _CODE:
+            code = value
+        elif role == _MESSAGE:
+            text = value
+        elif role == _NESTED_ARRAY:
+            for item in value:
+                yield from response_errors(item, topic)
+        else:
+            yield from response_errors(value, topic)
+    if isinstance(code, int):
+        yield ResponseError(code, topic, partition, text if isinstance(text, str) else None)
+
+
+@cache
+def _error_fields(message_class: Any) -> tuple[tuple[str, int], ...]:
+    """The fields of a codec class that name, locate or hold an error, or nest structs."""
+    struct = getattr(message_class, "_struct", None)
+    if struct is None:
+        return ()
+    fields = []
+    for field in struct._fields:
+        if field.is_struct_array():
+            fields.append((field.name, _NESTED_ARRAY))
+        elif field.is_struct():
+            fields.append((field.name, _NESTED))
+        elif field.name in _TOPIC_FIELDS:
+            fields.append((field.name, _TOPIC))
+        elif field.name in _PARTITION_FIELDS:
+            fields.append((field.name, _PARTITION))
+        elif field.name == "error_code":
+            fields.append((field.name, _CODE))
+        elif field.name == "error_message":
+            fields.append((field.name, _MESSAGE))
+    return tuple(fields)
 
 
 # --- conversion between the codec's messages and the broker's types -----------------------

@@ -25,13 +25,20 @@ import threading
 import time
 import typing
 from collections import Counter
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from ..config import BrokerConfig
 from ..metrics import MetricsRegistry
 from .apis import APIS, RequestContext, api_versions_response
-from .codec import FrameError, decode_request, encode_response, peek_header
+from .codec import (
+    FrameError,
+    ResponseError,
+    decode_request,
+    encode_response,
+    peek_header,
+    response_errors,
+)
 from .endpoints import (
     Endpoint,
     EndpointDirectory,
@@ -327,26 +334,27 @@ class WireListener:
             handled = time.perf_counter()
         finally:
             self._slots.release()
+        errors = () if response is None else tuple(response_errors(response))
+        refused = [_refusal(error) for error in errors if _malformed(error)]
+        if refused:  # logged before the answer goes, so the client never sees it first
+            shown = "; ".join(refused[:_REFUSALS_SHOWN])
+            if len(refused) > _REFUSALS_SHOWN:
+                shown += f"; and {len(refused) - _REFUSALS_SHOWN} more"
+            log.warning(
+                "broker %d: refused %s v%d from %s: %s",
+                self.broker_id,
+                api.name,
+                header.api_version,
+                peer,
+                shown,
+            )
         if response is not None:
-            refused = list(refusals(response))
-            if refused:  # logged before the answer goes, so the client never sees it first
-                shown = "; ".join(refused[:_REFUSALS_SHOWN])
-                if len(refused) > _REFUSALS_SHOWN:
-                    shown += f"; and {len(refused) - _REFUSALS_SHOWN} more"
-                log.warning(
-                    "broker %d: refused %s v%d from %s: %s",
-                    self.broker_id,
-                    api.name,
-                    header.api_version,
-                    peer,
-                    shown,
-                )
             conn.sendall(encode_response(response, header.api_version, header.correlation_id))
         if metrics is not None:
             metrics.request_done(
                 api.name,
                 header.api_version,
-                response,
+                (error.code for error in errors),
                 queue_ms=(started - received) * 1000.0,
                 local_ms=(handled - started) * 1000.0,
                 send_ms=elapsed_ms(handled),
@@ -368,43 +376,28 @@ MALFORMED: Final = frozenset(
 )
 _UNKNOWN_TOPIC_OR_PARTITION = 3
 _REFUSALS_SHOWN = 3
-_TOPIC_FIELDS = frozenset({"name", "topic"})
-_PARTITION_FIELDS = frozenset({"partition_index", "index", "partition"})
 
 
-def refusals(message: Any, topic: str | None = None) -> Iterator[str]:
-    """What an answer refuses for being malformed, one entry per topic, partition or request:
-    a code of :data:`MALFORMED`, or UNKNOWN_TOPIC_OR_PARTITION for a negative partition index.
+def _malformed(error: ResponseError) -> bool:
+    """A code of :data:`MALFORMED`, or UNKNOWN_TOPIC_OR_PARTITION for a negative partition.
 
     Kafka answers these with the code alone; tierlog also logs them, once per request, so an
-    operator can tell which client sends bad data.
+    operator can tell which client sends bad data. A partition index past the last is not
+    among them: a client whose metadata is newer than the broker's asks for one.
     """
-    struct = getattr(type(message), "_struct", None)
-    if struct is None:
-        return
-    partition = code = text = None
-    for field in struct._fields:
-        value = getattr(message, field.name, None)
-        if value is None:
-            continue
-        if field.name in _TOPIC_FIELDS and isinstance(value, str):
-            topic = value
-        elif field.name in _PARTITION_FIELDS and isinstance(value, int):
-            partition = value
-        elif field.name == "error_code":
-            code = value
-        elif field.name == "error_message":
-            text = value
-        elif field.is_struct_array():
-            for item in value:
-                yield from refusals(item, topic)
-    if code in MALFORMED or (
-        code == _UNKNOWN_TOPIC_OR_PARTITION and partition is not None and partition < 0
-    ):
-        where = "the request" if topic is None else _shown(topic)
-        if partition is not None:
-            where += f"-{partition}"
-        yield f"{where}: {error_name(code)}" + (f" ({_shown(text, 200)})" if text else "")
+    return error.code in MALFORMED or (
+        error.code == _UNKNOWN_TOPIC_OR_PARTITION
+        and error.partition is not None
+        and error.partition < 0
+    )
+
+
+def _refusal(error: ResponseError) -> str:
+    where = "the request" if error.topic is None else _shown(error.topic)
+    if error.partition is not None:
+        where += f"-{error.partition}"
+    text = f" ({_shown(error.message, 200)})" if error.message else ""
+    return f"{where}: {error_name(error.code)}{text}"
 
 
 def _shown(text: str, limit: int = 60) -> str:

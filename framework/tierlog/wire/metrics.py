@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable
 
 from kafka.errors import for_code
 
@@ -34,22 +33,6 @@ def error_name(code: int) -> str:
         return "NONE"
     name = getattr(for_code(code), "message", None)
     return name if isinstance(name, str) and name else f"UNKNOWN_{code}"
-
-
-def error_codes(message: Any) -> Iterator[int]:
-    """Every ``error_code`` anywhere in a codec message."""
-    struct = getattr(type(message), "_struct", None)
-    if struct is None:
-        return
-    for field in struct._fields:
-        value = getattr(message, field.name, None)
-        if field.name == "error_code" and isinstance(value, int):
-            yield value
-        elif value is not None and field.is_struct_array():
-            for item in value:
-                yield from error_codes(item)
-        elif value is not None and field.is_struct():
-            yield from error_codes(value)
 
 
 class NetworkMetrics:
@@ -110,7 +93,7 @@ class NetworkMetrics:
         self,
         request: str,
         version: int,
-        response: Any,
+        error_codes: Iterable[int],
         *,
         queue_ms: float,
         local_ms: float,
@@ -127,15 +110,14 @@ class NetworkMetrics:
         registry.timer(MetricName(REQUEST_METRICS, "TotalTimeMs", tags)).update(
             queue_ms + local_ms + send_ms
         )
-        if response is not None:
-            for code in error_codes(response):
-                registry.meter(
-                    MetricName(
-                        REQUEST_METRICS,
-                        "ErrorsPerSec",
-                        {"request": request, "error": error_name(code)},
-                    )
-                ).mark()
+        for code in error_codes:
+            registry.meter(
+                MetricName(
+                    REQUEST_METRICS,
+                    "ErrorsPerSec",
+                    {"request": request, "error": error_name(code)},
+                )
+            ).mark()
 
     def close(self) -> None:
         """Drops the connection gauges (request meters stay with the broker's registry)."""
