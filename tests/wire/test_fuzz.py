@@ -477,16 +477,19 @@ def fuzzing(address: tuple[str, int], corpus: list[bytes], seed: int) -> Iterato
         yield result
     finally:
         stop.set()
-        if receiving.poll(60):
-            answer = receiving.recv()
-            if isinstance(answer, str):
-                raise AssertionError(f"the fuzzer failed:\n{answer}")
-            result.run = answer
-        receiving.close()
-        child.join(timeout=30)
-        if child.is_alive():
-            child.kill()
-            child.join()
+        try:
+            answer = receiving.recv() if receiving.poll(60) else None
+        except EOFError:  # it died without a word
+            answer = None
+        finally:
+            receiving.close()
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join()
+        if isinstance(answer, str):
+            raise AssertionError(f"the fuzzer failed:\n{answer}")
+        result.run = answer
 
 
 @attrs.define
@@ -597,11 +600,11 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
     caplog.clear()
     threads = threading.active_count()
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    before = delivered()
+    before, started = delivered(), time.monotonic()
     with fuzzing((bound.host, bound.port), corpus, SEED) as fuzz:
         while delivered() - before < FRAMES and fuzz.alive():
             time.sleep(0.1)
-    frames = delivered() - before
+    frames, fuzzed_s = delivered() - before, time.monotonic() - started
     run = fuzz.run
     assert run is not None, "the fuzzer sent no report"
     broker_log = BrokerLog.of(caplog.records)
@@ -627,8 +630,9 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
     written = produce_acked(cluster, "after", 1, 10)
     assert read_back(cluster, "after", 1) == written
     print(
-        f"\n{frames} frames over {run.connections} connections ({run.sent} sent, "
-        f"{run.abandoned} abandoned), peak memory +{grown_mib:.0f} MiB; broker log: "
+        f"\n{frames} frames in {fuzzed_s:.0f} s over {run.connections} connections "
+        f"({run.sent} sent, {run.abandoned} abandoned), peak memory +{grown_mib:.0f} MiB; "
+        f"broker log: "
         f"{sum(broker_log.closes.values())} closed, {broker_log.refusals} refused, "
         f"{dict(broker_log.by_level)}"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Callable
 
 from kafka.protocol.metadata.metadata import MetadataRequest
@@ -32,6 +33,7 @@ def test_requests_errors_and_connections_are_counted_with_kafkas_names_and_tags(
             cluster.metric(0, "socket-server-metrics", "connection-count", listener="PLAINTEXT")
             == 2
         )
+        _wait_until_counted(cluster, requests=4, unknown_topic_errors=1)
 
     requests = cluster.metric(0, "RequestMetrics", "RequestsPerSec", request="Metadata", version=12)
     assert isinstance(requests, dict) and requests["count"] == 3
@@ -60,6 +62,30 @@ def test_requests_errors_and_connections_are_counted_with_kafkas_names_and_tags(
     assert MetricName("RequestMetrics", "TotalTimeMs", {"request": "Metadata"}) in (
         broker.plugin_host.metrics
     )
+
+
+def _wait_until_counted(
+    cluster: EmbeddedCluster, *, requests: int, unknown_topic_errors: int
+) -> None:
+    """A request is counted once its answer has gone, like Kafka's (ResponseSendTimeMs is
+    part of it), so a client can read the answer before the count moves: wait for it."""
+
+    def count(name: str, **tags: str) -> int:
+        try:
+            value = cluster.metric(0, "RequestMetrics", name, **tags)
+        except KeyError:
+            return 0
+        assert isinstance(value, dict)
+        return int(value["count"])
+
+    deadline = time.monotonic() + 20
+    while (
+        count("TotalTimeMs", request="Metadata") < requests
+        or count("ErrorsPerSec", request="Metadata", error="UNKNOWN_TOPIC_OR_PARTITION")
+        < unknown_topic_errors
+    ):
+        assert time.monotonic() < deadline, "the requests were never counted"
+        time.sleep(0.01)
 
 
 def test_every_request_frame_read_whole_is_counted_whether_or_not_it_decodes(
