@@ -760,6 +760,7 @@ ONE_OF_EACH: list[p.Request] = [
     p.CreateTopicsRequest([p.CreatableTopic("t")]),
     p.DeleteTopicsRequest(["t"], topics=[p.DeleteTopicState(None, ZERO_UUID)]),
     p.DeleteRecordsRequest([p.DeleteRecordsTopic("t", [p.DeleteRecordsPartition(0, 0)])]),
+    p.InitProducerIdRequest(),
     p.OffsetsForLeaderEpochRequest(
         [p.OffsetForLeaderTopic("t", [p.OffsetForLeaderPartition(0, 0)])]
     ),

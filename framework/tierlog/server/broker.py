@@ -58,11 +58,13 @@ from .fetch import DelayedFetch, DelayedRemoteFetch
 from .fetch_request import fetch
 from .hosting import leader_and_isr, stop_replica
 from .image import ClusterImage, TopicImage
+from .init_producer_id import init_producer_id
 from .list_offsets import list_offsets
 from .metadata import metadata
 from .offsets_for_leader_epoch import offsets_for_leader_epoch
 from .partition import IsrChange, Partition, read_partition_metadata, write_partition_metadata
 from .produce import produce
+from .producer_ids import ProducerIdManager
 from .purgatory import DelayedOperationPurgatory
 from .replica_fetcher import ReplicaFetcherManager
 from .topics import validate_topic_name
@@ -124,6 +126,10 @@ class Broker:
         ) = None
         self.remote_log_manager: RemoteLogManager | None = None
         self._tasks = BackgroundTasks(self)
+        #: This broker's block of producer ids, refilled from the controller (KIP-730).
+        self.producer_id_manager = ProducerIdManager(
+            self.broker_id, controller.allocate_producer_ids
+        )
         self._unsubscribe: list[Callable[[], None]] = []
         #: One per log dir, held from start to stop: one broker per directory.
         self._log_dir_locks: list[DirectoryLock] = []
@@ -535,6 +541,8 @@ class Broker:
                 return self.controller.list_partition_reassignments(request)
             case p.DeleteRecordsRequest():
                 return delete_records(self, request)
+            case p.InitProducerIdRequest():
+                return init_producer_id(self, request)
             case p.OffsetsForLeaderEpochRequest():
                 return offsets_for_leader_epoch(self, request)
             case p.WriteTxnMarkersRequest():

@@ -11,7 +11,9 @@ the target replicas join as followers, and once all of them are in the ISR the p
 settles on them and the replicas left behind are stopped and deleted. Everything it
 decides is written atomically to a JSON file in the data dir before anyone is told, so a
 restarted cluster comes back with the same topics, ids, configs and epochs. Brokers read the
-published :class:`~tierlog.server.image.ClusterImage` and are told of each new one.
+published :class:`~tierlog.server.image.ClusterImage` and are told of each new one. It also
+hands out producer ids in blocks (KIP-730, :meth:`Controller.allocate_producer_ids`), persisting
+the next block's start before a block leaves, so no id is given twice across restarts.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..errors import (
     NotLeaderOrFollowerError,
     TierlogError,
     TopicExistsError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from ..log.checkpoint import write_atomically
@@ -45,6 +48,7 @@ from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
 from .image import ClusterImage, PartitionRegistration, TopicImage
 from .internal_topics import check_client_delete
+from .producer_ids import MAX_PRODUCER_ID, PRODUCER_ID_BLOCK_SIZE, ProducerIdsBlock
 from .topic_creation import plan_replicas
 from .topics import collision_key, validate_topic_name
 from .transport import Transport
@@ -91,6 +95,8 @@ class Controller:
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._cluster_id = str(config.get_str("cluster.id") or Uuid.random())
         self._controller_epoch = 0
+        #: The first id of the next producer id block; persisted before a block is handed out.
+        self._next_producer_id = 0
         self._load()
         self._controller_epoch += 1
         self._persist()
@@ -125,6 +131,10 @@ class Controller:
                 str(k): {str(n): str(v) for n, v in values.items()}
                 for k, values in data.get("broker_configs", {}).items()
             }
+            # Files written before producer ids were allocated have no key.
+            next_producer_id = int(data.get("next_producer_id", 0))
+            if not 0 <= next_producer_id <= MAX_PRODUCER_ID + 1:
+                raise ValueError(f"next_producer_id {next_producer_id} is out of range")
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
             raise KafkaStorageError(
                 f"{self._path} is not valid cluster metadata: {_reason(err)}"
@@ -145,6 +155,7 @@ class Controller:
             offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
             self._topics[name] = attrs.evolve(topic, partitions=offline)
         self._broker_configs = broker_configs
+        self._next_producer_id = next_producer_id
 
     def _persist(self) -> None:
         data = {
@@ -153,6 +164,7 @@ class Controller:
             "controller_epoch": self._controller_epoch,
             "topics": {name: topic.to_json() for name, topic in sorted(self._topics.items())},
             "broker_configs": self._broker_configs,
+            "next_producer_id": self._next_producer_id,
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
@@ -929,6 +941,28 @@ class Controller:
                 **self._broker_configs.get("", {}),
                 **self._broker_configs.get(str(broker_id), {}),
             }
+
+    # --- producer ids (KIP-730) -------------------------------------------------------------
+
+    def allocate_producer_ids(self, broker_id: int) -> ProducerIdsBlock:
+        """A fresh block of producer ids for ``broker_id`` (Kafka's AllocateProducerIds).
+
+        The start of the following block is persisted first: should the controller crash
+        right after answering, its successor still never gives these ids again.
+        """
+        with self._lock:
+            first = self._next_producer_id
+            if first + PRODUCER_ID_BLOCK_SIZE - 1 > MAX_PRODUCER_ID:
+                raise UnknownServerError("every producer id has been handed out")
+            block = ProducerIdsBlock(broker_id, first, PRODUCER_ID_BLOCK_SIZE)
+            self._next_producer_id = block.next_block_first_id
+            try:
+                self._persist()
+            except BaseException:
+                self._next_producer_id = first
+                raise
+            log.info("producer ids %d..%d to broker %d", first, block.last_producer_id, broker_id)
+            return block
 
     def live_brokers(self) -> frozenset[int]:
         with self._lock:

@@ -104,6 +104,8 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
                     for t in request.topics
                 ]
             )
+        case p.InitProducerIdRequest():
+            return p.InitProducerIdResponse(code)
         case p.OffsetsForLeaderEpochRequest():
             return p.OffsetsForLeaderEpochResponse(
                 [

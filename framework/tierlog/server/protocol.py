@@ -504,6 +504,30 @@ class DeleteRecordsResponse:
     throttle_time_ms: int = 0
 
 
+# --- InitProducerId (api key 22) -------------------------------------------------------------
+
+
+@attrs.frozen
+class InitProducerIdRequest:
+    """A producer asks for its id and epoch. ``producer_id``/``producer_epoch`` name the ones
+    it has when it asks again to bump its epoch (KIP-360); -1 both on a first call."""
+
+    API_KEY: ClassVar[int] = 22
+
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@attrs.frozen
+class InitProducerIdResponse:
+    error_code: int = NONE
+    producer_id: int = -1
+    producer_epoch: int = -1
+    throttle_time_ms: int = 0
+
+
 # --- OffsetForLeaderEpoch (api key 23) ---------------------------------------------------------
 
 
@@ -877,6 +901,7 @@ Request = (
     | CreateTopicsRequest
     | DeleteTopicsRequest
     | DeleteRecordsRequest
+    | InitProducerIdRequest
     | OffsetsForLeaderEpochRequest
     | WriteTxnMarkersRequest
     | DescribeConfigsRequest
@@ -896,6 +921,7 @@ Response = (
     | CreateTopicsResponse
     | DeleteTopicsResponse
     | DeleteRecordsResponse
+    | InitProducerIdResponse
     | OffsetsForLeaderEpochResponse
     | WriteTxnMarkersResponse
     | DescribeConfigsResponse

@@ -163,6 +163,10 @@ class Transport(abc.ABC):
     ) -> p.DeleteRecordsResponse: ...
     @overload
     def send(
+        self, broker_id: int, request: p.InitProducerIdRequest, *, timeout_ms: int | None = None
+    ) -> p.InitProducerIdResponse: ...
+    @overload
+    def send(
         self,
         broker_id: int,
         request: p.OffsetsForLeaderEpochRequest,
