@@ -768,6 +768,7 @@ ONE_OF_EACH: list[p.Request] = [
         [p.WritableTxnMarker(1, 0, True, [p.WritableTxnMarkerTopic("t", [0])])]
     ),
     p.DescribeConfigsRequest([p.DescribeConfigsResource(TOPIC, "t")]),
+    p.CreatePartitionsRequest([p.CreatePartitionsTopic("t", 2)]),
     p.IncrementalAlterConfigsRequest([p.AlterConfigsResource(TOPIC, "t", [])]),
     p.AlterPartitionReassignmentsRequest([p.ReassignableTopic("t", [p.ReassignablePartition(0)])]),
     p.ListPartitionReassignmentsRequest(),

@@ -535,6 +535,8 @@ class Broker:
                 return self.controller.create_topics(request)
             case p.DeleteTopicsRequest():
                 return self.controller.delete_topics(request)
+            case p.CreatePartitionsRequest():
+                return self.controller.create_partitions(request)
             case p.AlterPartitionReassignmentsRequest():
                 return self.controller.alter_partition_reassignments(request)
             case p.ListPartitionReassignmentsRequest():

@@ -48,6 +48,7 @@ from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
 from .image import ClusterImage, PartitionRegistration, TopicImage
 from .internal_topics import check_client_delete
+from .partition_creation import plan_new_partitions
 from .producer_ids import MAX_PRODUCER_ID, PRODUCER_ID_BLOCK_SIZE, ProducerIdsBlock
 from .topic_creation import plan_replicas
 from .topics import collision_key, validate_topic_name
@@ -564,22 +565,18 @@ class Controller:
             existing=sum(len(t.partitions) for t in self._topics.values()),
             requested=requested,
         )
-        registrations = []
-        for replicas in assignment:
-            leader = next((b for b in replicas if b in self._live), p.NO_LEADER)
-            # Every live replica of an empty partition is in sync.
-            in_sync = tuple(b for b in replicas if b in self._live)
-            registrations.append(
-                PartitionRegistration(
-                    replicas=replicas,
-                    isr=in_sync or replicas,
-                    leader=leader,
-                )
-            )
+        registrations = [self._new_registration(replicas) for replicas in assignment]
         topic_id = Uuid.random()
         while any(t.topic_id == topic_id for t in self._topics.values()):
             topic_id = Uuid.random()
         return TopicImage(name, topic_id, tuple(registrations), configs=configs)
+
+    def _new_registration(self, replicas: tuple[int, ...]) -> PartitionRegistration:
+        """A new, empty partition: led by its first live replica, and every live replica is
+        in sync (there is nothing to catch up on)."""
+        leader = next((b for b in replicas if b in self._live), p.NO_LEADER)
+        in_sync = tuple(b for b in replicas if b in self._live)
+        return PartitionRegistration(replicas=replicas, isr=in_sync or replicas, leader=leader)
 
     def _created_result(self, image: TopicImage, validate_only: bool) -> p.CreatableTopicResult:
         resolved = resolve_topic_config(image.configs, self.config)
@@ -638,6 +635,52 @@ class Controller:
                 self._stop_replicas(doomed)
         self._flush()
         return p.DeleteTopicsResponse(results)
+
+    def create_partitions(self, request: p.CreatePartitionsRequest) -> p.CreatePartitionsResponse:
+        """CreatePartitions: grows each topic (see ``partition_creation.py``); the new
+        partitions get leaders at once and existing ones are left as they are. A topic named
+        twice is INVALID_REQUEST, as in Kafka's ``ControllerApis.createPartitions``."""
+        named = Counter(t.name for t in request.topics)
+        results = []
+        with self._lock:
+            added: list[TopicPartition] = []
+            requested = 0
+            existing = sum(len(t.partitions) for t in self._topics.values())
+            for wanted in request.topics:
+                try:
+                    if named[wanted.name] > 1:
+                        raise InvalidRequestError(f"topic {wanted.name!r} appears more than once")
+                    topic = self._topics.get(wanted.name)
+                    if topic is None:
+                        raise UnknownTopicOrPartitionError(f"unknown topic {wanted.name!r}")
+                    assignment = plan_new_partitions(
+                        topic,
+                        wanted,
+                        self.config,
+                        frozenset(self._all_brokers),
+                        sorted(self._live),
+                        existing=existing + requested,
+                        requested=requested,
+                    )
+                except TierlogError as err:
+                    results.append(
+                        p.CreatePartitionsTopicResult(wanted.name, err.code or -1, str(err))
+                    )
+                    continue
+                requested += len(assignment)
+                results.append(p.CreatePartitionsTopicResult(wanted.name))
+                if request.validate_only:
+                    continue
+                first = len(topic.partitions)
+                grown = (*topic.partitions, *(self._new_registration(r) for r in assignment))
+                self._topics[topic.name] = attrs.evolve(topic, partitions=grown)
+                added.extend(TopicPartition(topic.name, i) for i in range(first, len(grown)))
+                log.info("%s: %d -> %d partitions", topic.name, first, len(grown))
+            if added:
+                self._commit()
+                self._send_leader_and_isr(added, is_new=True)
+        self._flush()
+        return p.CreatePartitionsResponse(results)
 
     def _deletion_target(self, name: str | None, topic_id: Uuid) -> TopicImage | TierlogError:
         """The topic a DeleteTopics entry names, or the error to answer for it."""

@@ -124,6 +124,10 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
                     for r in request.resources
                 ]
             )
+        case p.CreatePartitionsRequest():
+            return p.CreatePartitionsResponse(
+                [p.CreatePartitionsTopicResult(t.name, code, message) for t in request.topics]
+            )
         case p.IncrementalAlterConfigsRequest():
             return p.IncrementalAlterConfigsResponse(
                 [

@@ -680,6 +680,50 @@ class DescribeConfigsResponse:
     throttle_time_ms: int = 0
 
 
+# --- CreatePartitions (api key 37) ------------------------------------------------------------
+
+
+@attrs.frozen
+class CreatePartitionsAssignment:
+    """The replicas of one new partition."""
+
+    broker_ids: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class CreatePartitionsTopic:
+    """Grow topic ``name`` to ``count`` partitions; ``assignments`` (one per new partition)
+    places them, None lets the controller place them."""
+
+    name: str
+    count: int
+    assignments: tuple[CreatePartitionsAssignment, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+
+
+@attrs.frozen
+class CreatePartitionsRequest:
+    API_KEY: ClassVar[int] = 37
+
+    topics: tuple[CreatePartitionsTopic, ...] = attrs.field(converter=_tuple)
+    timeout_ms: int = 30_000
+    validate_only: bool = False
+
+
+@attrs.frozen
+class CreatePartitionsTopicResult:
+    name: str
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@attrs.frozen
+class CreatePartitionsResponse:
+    results: tuple[CreatePartitionsTopicResult, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
 # --- IncrementalAlterConfigs (api key 44) ------------------------------------------------------
 
 
@@ -905,6 +949,7 @@ Request = (
     | OffsetsForLeaderEpochRequest
     | WriteTxnMarkersRequest
     | DescribeConfigsRequest
+    | CreatePartitionsRequest
     | IncrementalAlterConfigsRequest
     | AlterPartitionReassignmentsRequest
     | ListPartitionReassignmentsRequest
@@ -925,6 +970,7 @@ Response = (
     | OffsetsForLeaderEpochResponse
     | WriteTxnMarkersResponse
     | DescribeConfigsResponse
+    | CreatePartitionsResponse
     | IncrementalAlterConfigsResponse
     | AlterPartitionReassignmentsResponse
     | ListPartitionReassignmentsResponse

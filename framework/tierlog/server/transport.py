@@ -183,6 +183,10 @@ class Transport(abc.ABC):
     ) -> p.DescribeConfigsResponse: ...
     @overload
     def send(
+        self, broker_id: int, request: p.CreatePartitionsRequest, *, timeout_ms: int | None = None
+    ) -> p.CreatePartitionsResponse: ...
+    @overload
+    def send(
         self,
         broker_id: int,
         request: p.IncrementalAlterConfigsRequest,
