@@ -249,6 +249,24 @@ class OffsetNotAvailableError(RetriableError):
     code, kafka_name = 78, "OFFSET_NOT_AVAILABLE"
 
 
+class PreferredLeaderNotAvailableError(RetriableError):
+    """A preferred leader election found the preferred replica down or out of the ISR."""
+
+    code, kafka_name = 80, "PREFERRED_LEADER_NOT_AVAILABLE"
+
+
+class EligibleLeadersNotAvailableError(RetriableError):
+    """An election found no live replica that may lead."""
+
+    code, kafka_name = 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+
+
+class ElectionNotNeededError(RetriableError):
+    """The partition already has the leader the election would give it."""
+
+    code, kafka_name = 84, "ELECTION_NOT_NEEDED"
+
+
 class NoReassignmentInProgressError(TierlogError):
     """A reassignment was cancelled for a partition that has none under way."""
 

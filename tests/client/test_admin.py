@@ -8,7 +8,11 @@ import pytest
 from tierlog.client import Admin, Producer
 from tierlog.client.admin import AlterConfig, ConfigResource, NewPartitions, NewTopic
 from tierlog.cluster import EmbeddedCluster
-from tierlog.errors import InvalidPartitionsError, UnknownTopicOrPartitionError
+from tierlog.errors import (
+    ElectionNotNeededError,
+    InvalidPartitionsError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.model import TopicPartition
 from tierlog.server import protocol as p
 
@@ -110,3 +114,13 @@ def test_create_partitions(admin: Admin) -> None:
         admin.create_partitions({"grown": NewPartitions.increase_to(2)})
     with pytest.raises(UnknownTopicOrPartitionError):
         admin.create_partitions({"missing": NewPartitions.increase_to(2)}, timeout_ms=200)
+
+
+def test_elect_leaders(admin: Admin) -> None:
+    admin.create_topics([NewTopic("elected", 2, 3)])
+
+    outcomes = admin.elect_leaders(p.ElectionType.PREFERRED, [TopicPartition("elected", 0)])
+
+    assert list(outcomes) == [TopicPartition("elected", 0)]
+    assert isinstance(outcomes[TopicPartition("elected", 0)], ElectionNotNeededError)
+    assert admin.elect_leaders(p.ElectionType.PREFERRED) == {}

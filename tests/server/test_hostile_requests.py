@@ -769,6 +769,7 @@ ONE_OF_EACH: list[p.Request] = [
     ),
     p.DescribeConfigsRequest([p.DescribeConfigsResource(TOPIC, "t")]),
     p.CreatePartitionsRequest([p.CreatePartitionsTopic("t", 2)]),
+    p.ElectLeadersRequest(0, [p.TopicPartitions("t", [0])]),
     p.IncrementalAlterConfigsRequest([p.AlterConfigsResource(TOPIC, "t", [])]),
     p.AlterPartitionReassignmentsRequest([p.ReassignableTopic("t", [p.ReassignablePartition(0)])]),
     p.ListPartitionReassignmentsRequest(),

@@ -353,6 +353,56 @@ class Admin:
             for part in topic.partitions
         }
 
+    # --- leader elections --------------------------------------------------------------------
+
+    def elect_leaders(
+        self,
+        election_type: p.ElectionType,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, TierlogError | None]:
+        """Runs a preferred or unclean leader election (KIP-460) on ``partitions``, or (None)
+        on every partition of the cluster; returns each partition's outcome: None where a
+        leader was elected, else its error (ElectionNotNeededError where the partition already
+        had the leader asked for, PreferredLeaderNotAvailableError...), as Kafka's
+        ``ElectLeadersResult.partitions()``. With None, partitions that needed no election are
+        left out."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+        request = p.ElectLeadersRequest(
+            election_type,
+            None
+            if topics is None
+            else [p.TopicPartitions(n, parts) for n, parts in topics.items()],
+            timeout_ms=self._config.request_timeout_ms,
+        )
+
+        def attempt() -> p.ElectLeadersResponse:
+            response: p.ElectLeadersResponse = self._send_to_controller(request)
+            if response.error_code == _NOT_CONTROLLER:
+                raise _Retry(LeaderNotAvailableError("the controller moved"))
+            return response
+
+        response = self._retrying(attempt, timeout_ms)
+        if response.error_code != p.NONE:
+            raise _item_error(response.error_code, "electing leaders", None)
+        outcomes: dict[TopicPartition, TierlogError | None] = {}
+        for topic in response.replica_election_results:
+            for part in topic.partition_result:
+                tp = TopicPartition(topic.topic, part.partition_id)
+                outcomes[tp] = (
+                    None
+                    if part.error_code == p.NONE
+                    else _item_error(
+                        part.error_code, f"electing a leader for {tp}", part.error_message
+                    )
+                )
+        return outcomes
+
     # --- configs ------------------------------------------------------------------------------
 
     def describe_configs(

@@ -537,6 +537,8 @@ class Broker:
                 return self.controller.delete_topics(request)
             case p.CreatePartitionsRequest():
                 return self.controller.create_partitions(request)
+            case p.ElectLeadersRequest():
+                return self.controller.elect_leaders(request)
             case p.AlterPartitionReassignmentsRequest():
                 return self.controller.alter_partition_reassignments(request)
             case p.ListPartitionReassignmentsRequest():

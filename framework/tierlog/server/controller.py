@@ -30,6 +30,7 @@ import attrs
 from ..config import BrokerConfig, resolve_topic_config
 from ..config.topic import TOPIC_CONFIG
 from ..errors import (
+    ElectionNotNeededError,
     FencedLeaderEpochError,
     InvalidConfigError,
     InvalidReplicaAssignmentError,
@@ -48,6 +49,7 @@ from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
 from .image import ClusterImage, PartitionRegistration, TopicImage
 from .internal_topics import check_client_delete
+from .leader_election import elect
 from .partition_creation import plan_new_partitions
 from .producer_ids import MAX_PRODUCER_ID, PRODUCER_ID_BLOCK_SIZE, ProducerIdsBlock
 from .topic_creation import plan_replicas
@@ -360,6 +362,62 @@ class Controller:
                 name, topic.topic_id, tuple(partitions), configs=topic.configs
             )
         return changed
+
+    def elect_leaders(self, request: p.ElectLeadersRequest) -> p.ElectLeadersResponse:
+        """ElectLeaders (see ``leader_election.py``), each partition answered on its own.
+
+        With ``topic_partitions`` None every partition of the cluster is tried and, as in
+        Kafka, those that needed no election are left out of the answer.
+        """
+        if request.election_type not in tuple(p.ElectionType):
+            return p.ElectLeadersResponse(InvalidRequestError.code or -1)
+        everything = request.topic_partitions is None
+        with self._lock:
+            if request.topic_partitions is None:
+                wanted = [
+                    TopicPartition(name, index)
+                    for name, topic in sorted(self._topics.items())
+                    for index in range(len(topic.partitions))
+                ]
+            else:
+                # A partition named twice is elected (and answered) once.
+                wanted = list(
+                    dict.fromkeys(
+                        TopicPartition(t.topic, index)
+                        for t in request.topic_partitions
+                        for index in t.partitions
+                    )
+                )
+            answers: dict[str, list[p.PartitionResult]] = {}
+            elected: list[TopicPartition] = []
+            for tp in wanted:
+                try:
+                    reg = self._registration(tp)
+                    self._store(tp, elect(tp, reg, request.election_type, self._live))
+                except TierlogError as err:
+                    if everything and isinstance(err, ElectionNotNeededError):
+                        continue
+                    answers.setdefault(tp.topic, []).append(
+                        p.PartitionResult(tp.partition, err.code or -1, str(err))
+                    )
+                    continue
+                log.info(
+                    "%s: leader %d elected (%s)",
+                    tp,
+                    self._registration(tp).leader,
+                    p.ElectionType(request.election_type).name.lower(),
+                )
+                elected.append(tp)
+                answers.setdefault(tp.topic, []).append(p.PartitionResult(tp.partition))
+            if elected:
+                self._commit()
+                self._send_leader_and_isr(elected)
+        self._flush()
+        return p.ElectLeadersResponse(
+            replica_election_results=[
+                p.ReplicaElectionResult(topic, results) for topic, results in answers.items()
+            ]
+        )
 
     def _unclean_allowed(self, topic: TopicImage) -> bool:
         try:

@@ -128,6 +128,16 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
             return p.CreatePartitionsResponse(
                 [p.CreatePartitionsTopicResult(t.name, code, message) for t in request.topics]
             )
+        case p.ElectLeadersRequest():
+            return p.ElectLeadersResponse(
+                code,
+                [
+                    p.ReplicaElectionResult(
+                        t.topic, [p.PartitionResult(i, code, message) for i in t.partitions]
+                    )
+                    for t in request.topic_partitions or ()
+                ],
+            )
         case p.IncrementalAlterConfigsRequest():
             return p.IncrementalAlterConfigsResponse(
                 [

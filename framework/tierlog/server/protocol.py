@@ -724,6 +724,55 @@ class CreatePartitionsResponse:
     throttle_time_ms: int = 0
 
 
+# --- ElectLeaders (api key 43) ----------------------------------------------------------------
+
+
+class ElectionType(enum.IntEnum):
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@attrs.frozen
+class TopicPartitions:
+    topic: str
+    partitions: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ElectLeadersRequest:
+    """``topic_partitions`` None asks for every partition of the cluster."""
+
+    API_KEY: ClassVar[int] = 43
+
+    election_type: int = ElectionType.PREFERRED
+    topic_partitions: tuple[TopicPartitions, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+    timeout_ms: int = 60_000
+
+
+@attrs.frozen
+class PartitionResult:
+    partition_id: int
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@attrs.frozen
+class ReplicaElectionResult:
+    topic: str
+    partition_result: tuple[PartitionResult, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ElectLeadersResponse:
+    error_code: int = NONE
+    replica_election_results: tuple[ReplicaElectionResult, ...] = attrs.field(
+        default=(), converter=_tuple
+    )
+    throttle_time_ms: int = 0
+
+
 # --- IncrementalAlterConfigs (api key 44) ------------------------------------------------------
 
 
@@ -950,6 +999,7 @@ Request = (
     | WriteTxnMarkersRequest
     | DescribeConfigsRequest
     | CreatePartitionsRequest
+    | ElectLeadersRequest
     | IncrementalAlterConfigsRequest
     | AlterPartitionReassignmentsRequest
     | ListPartitionReassignmentsRequest
@@ -971,6 +1021,7 @@ Response = (
     | WriteTxnMarkersResponse
     | DescribeConfigsResponse
     | CreatePartitionsResponse
+    | ElectLeadersResponse
     | IncrementalAlterConfigsResponse
     | AlterPartitionReassignmentsResponse
     | ListPartitionReassignmentsResponse

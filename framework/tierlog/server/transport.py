@@ -187,6 +187,10 @@ class Transport(abc.ABC):
     ) -> p.CreatePartitionsResponse: ...
     @overload
     def send(
+        self, broker_id: int, request: p.ElectLeadersRequest, *, timeout_ms: int | None = None
+    ) -> p.ElectLeadersResponse: ...
+    @overload
+    def send(
         self,
         broker_id: int,
         request: p.IncrementalAlterConfigsRequest,
