@@ -294,6 +294,16 @@ class OffsetMovedToTieredStorageError(TierlogError):
     code, kafka_name = 109, "OFFSET_MOVED_TO_TIERED_STORAGE"
 
 
+class MismatchedEndpointTypeError(TierlogError):
+    """A DescribeCluster asked a broker for the controllers' endpoints."""
+
+    code, kafka_name = 114, "MISMATCHED_ENDPOINT_TYPE"
+
+
+class UnsupportedEndpointTypeError(TierlogError):
+    code, kafka_name = 115, "UNSUPPORTED_ENDPOINT_TYPE"
+
+
 # --- remote storage: raised by storage and metadata plugins ----------------------------------
 
 

@@ -773,6 +773,7 @@ ONE_OF_EACH: list[p.Request] = [
     p.IncrementalAlterConfigsRequest([p.AlterConfigsResource(TOPIC, "t", [])]),
     p.AlterPartitionReassignmentsRequest([p.ReassignableTopic("t", [p.ReassignablePartition(0)])]),
     p.ListPartitionReassignmentsRequest(),
+    p.DescribeClusterRequest(),
     p.LeaderAndIsrRequest(0, 0, [p.LeaderAndIsrPartitionState("t", 0, 0, 0, [0])]),
     p.StopReplicaRequest(0, 0, [p.StopReplicaPartitionState("t", 0)]),
 ]

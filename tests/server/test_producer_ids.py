@@ -13,7 +13,7 @@ from tierlog.server.producer_ids import PRODUCER_ID_BLOCK_SIZE
 
 
 def init(cluster: EmbeddedCluster, broker_id: int, **fields: object) -> p.InitProducerIdResponse:
-    return cluster.transport.send(broker_id, p.InitProducerIdRequest(**fields))  # type: ignore[arg-type]
+    return cluster.transport.send(broker_id, p.InitProducerIdRequest(**fields))
 
 
 def new_id(cluster: EmbeddedCluster, broker_id: int) -> int:

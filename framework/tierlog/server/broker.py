@@ -53,6 +53,7 @@ from .controller import Controller
 from .delayed_list_offsets import DelayedRemoteListOffsets
 from .delayed_produce import DelayedProduce
 from .delete_records import delete_records
+from .describe_cluster import describe_cluster
 from .error_responses import error_message, error_response
 from .fetch import DelayedFetch, DelayedRemoteFetch
 from .fetch_request import fetch
@@ -559,6 +560,8 @@ class Broker:
                 return config_ops.alter_configs(
                     request, self.broker_id, self.config, self.controller
                 )
+            case p.DescribeClusterRequest():
+                return describe_cluster(self, request)
             case p.LeaderAndIsrRequest():
                 return leader_and_isr(self, request)
             case p.StopReplicaRequest():

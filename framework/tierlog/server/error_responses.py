@@ -162,6 +162,8 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
             )
         case p.ListPartitionReassignmentsRequest():
             return p.ListPartitionReassignmentsResponse((), code, message)
+        case p.DescribeClusterRequest():
+            return p.DescribeClusterResponse(code, message, request.endpoint_type)
         case p.LeaderAndIsrRequest():
             return p.LeaderAndIsrResponse(
                 code,

@@ -898,6 +898,48 @@ class ListPartitionReassignmentsResponse:
     throttle_time_ms: int = 0
 
 
+# --- DescribeCluster (api key 60) -------------------------------------------------------------
+
+
+class EndpointType(enum.IntEnum):
+    """Whose endpoints a DescribeCluster asks for (KIP-919)."""
+
+    BROKER = 1
+    CONTROLLER = 2
+
+
+CLUSTER_AUTHORIZED_OPERATIONS_OMITTED: int = -(1 << 31)
+"""``cluster_authorized_operations`` when not asked for (Kafka's ``Integer.MIN_VALUE``)."""
+
+
+@attrs.frozen
+class DescribeClusterRequest:
+    API_KEY: ClassVar[int] = 60
+
+    include_cluster_authorized_operations: bool = False
+    endpoint_type: int = EndpointType.BROKER
+
+
+@attrs.frozen
+class DescribeClusterBroker:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen
+class DescribeClusterResponse:
+    error_code: int = NONE
+    error_message: str | None = None
+    endpoint_type: int = EndpointType.BROKER
+    cluster_id: str = ""
+    controller_id: int = -1
+    brokers: tuple[DescribeClusterBroker, ...] = attrs.field(default=(), converter=_tuple)
+    cluster_authorized_operations: int = CLUSTER_AUTHORIZED_OPERATIONS_OMITTED
+    throttle_time_ms: int = 0
+
+
 # --- controller to broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) -------------------
 
 
@@ -1003,6 +1045,7 @@ Request = (
     | IncrementalAlterConfigsRequest
     | AlterPartitionReassignmentsRequest
     | ListPartitionReassignmentsRequest
+    | DescribeClusterRequest
     | LeaderAndIsrRequest
     | StopReplicaRequest
 )
@@ -1025,6 +1068,7 @@ Response = (
     | IncrementalAlterConfigsResponse
     | AlterPartitionReassignmentsResponse
     | ListPartitionReassignmentsResponse
+    | DescribeClusterResponse
     | LeaderAndIsrResponse
     | StopReplicaResponse
 )

@@ -215,6 +215,10 @@ class Transport(abc.ABC):
     ) -> p.ListPartitionReassignmentsResponse: ...
     @overload
     def send(
+        self, broker_id: int, request: p.DescribeClusterRequest, *, timeout_ms: int | None = None
+    ) -> p.DescribeClusterResponse: ...
+    @overload
+    def send(
         self, broker_id: int, request: p.LeaderAndIsrRequest, *, timeout_ms: int | None = None
     ) -> p.LeaderAndIsrResponse: ...
     @overload
