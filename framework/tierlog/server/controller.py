@@ -1,7 +1,8 @@
 """The controller: the one place that decides topics, replica placement, leaders and epochs.
 
-It creates and deletes topics (fresh ``Uuid`` topic ids, replicas placed round-robin over the
-live brokers), elects leaders (the first live in-sync replica), bumps leader epochs on every
+It creates, grows (CreatePartitions) and deletes topics (fresh ``Uuid`` topic ids, replicas
+placed round-robin over the live brokers), elects leaders (the first live in-sync replica, or on
+an operator's ElectLeaders the preferred one), bumps leader epochs on every
 leader change, and tells brokers what to host through the transport: ``LeaderAndIsr`` to lead or
 follow, ``StopReplica`` to stop (and delete) replicas. Leaders change their ISR through
 :meth:`Controller.alter_partition` (Kafka's AlterPartition, in-process); a broker that stops
