@@ -6,21 +6,25 @@ each promise, lowest version to highest, with requests built by kafka-python's c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
+from kafka.protocol.admin.cluster import DescribeClusterRequest
 from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.topics import (
     AlterPartitionReassignmentsRequest,
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kafka.record import MemoryRecordsBuilder
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
@@ -198,7 +202,7 @@ def test_offset_for_leader_epoch(raw: RawClient, version: int) -> None:
     assert partition.end_offset == end
 
 
-def _create(raw: RawClient, version: int, name: str, partitions: int = 2) -> Callable[[], None]:
+def _create(raw: RawClient, version: int, name: str, partitions: int = 2) -> None:
     c = CreateTopicsRequest
     request = c(
         topics=[
@@ -217,7 +221,6 @@ def _create(raw: RawClient, version: int, name: str, partitions: int = 2) -> Cal
     )
     (result,) = raw.call(request, version).topics
     assert (result.name, result.error_code) == (name, 0), result
-    return lambda: None
 
 
 @pytest.mark.parametrize("version", _versions(19))
@@ -335,3 +338,73 @@ def test_list_partition_reassignments(raw: RawClient, version: int) -> None:
     response = raw.call(ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=None), version)
     assert response.error_code == 0
     assert list(response.topics) == []
+
+
+@pytest.mark.parametrize("version", _versions(22))
+def test_init_producer_id_hands_out_distinct_ids(raw: RawClient, version: int) -> None:
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+    first = raw.call(request, version)
+    second = raw.call(
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), version
+    )
+    assert (first.error_code, second.error_code) == (0, 0)
+    assert first.producer_id >= 0 and second.producer_id >= 0
+    assert first.producer_id != second.producer_id
+    assert first.producer_epoch == 0
+
+
+@pytest.mark.parametrize("version", _versions(37))
+def test_create_partitions(cluster: EmbeddedCluster, raw: RawClient, version: int) -> None:
+    name = f"expanded-v{version}"
+    _create(raw, 4, name)
+    c = CreatePartitionsRequest
+    request = c(
+        topics=[c.CreatePartitionsTopic(name=name, count=5, assignments=None)],
+        timeout_ms=10_000,
+        validate_only=False,
+    )
+    (result,) = raw.call(request, version).results
+    assert (result.name, result.error_code) == (name, 0), result
+    topic = cluster.controller.image().topic(name)
+    assert topic is not None and len(topic.partitions) == 5
+    shrink = c(
+        topics=[c.CreatePartitionsTopic(name=name, count=3, assignments=None)],
+        timeout_ms=10_000,
+        validate_only=False,
+    )
+    (refused,) = raw.call(shrink, version).results
+    assert refused.error_code == 37  # INVALID_PARTITIONS
+
+
+@pytest.mark.parametrize("version", _versions(43))
+def test_elect_leaders_where_the_preferred_leader_already_leads(
+    raw: RawClient, version: int
+) -> None:
+    e = ElectLeadersRequest
+    request = e(
+        election_type=0,
+        topic_partitions=[e.TopicPartitions(topic=TOPIC, partitions=[0])],
+        timeout_ms=10_000,
+    )
+    response = raw.call(request, version)
+    assert response.error_code == 0
+    (result,) = response.replica_election_results
+    assert result.topic == TOPIC
+    assert [(r.partition_id, r.error_code) for r in result.partition_result] == [
+        (0, 84)  # ELECTION_NOT_NEEDED
+    ]
+
+
+@pytest.mark.parametrize("version", _versions(60))
+def test_describe_cluster_lists_the_listening_broker(
+    cluster: EmbeddedCluster, raw: RawClient, version: int
+) -> None:
+    response = raw.call(
+        DescribeClusterRequest(include_cluster_authorized_operations=False), version
+    )
+    assert response.error_code == 0
+    assert response.cluster_id == cluster.controller.cluster_id
+    endpoint = cluster.endpoints.snapshot()[0]
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+        (0, endpoint.host, endpoint.port)
+    ]

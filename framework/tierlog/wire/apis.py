@@ -170,6 +170,28 @@ def _metadata_response(ctx: RequestContext, answer: p.MetadataResponse, wire: An
     return wire
 
 
+# --- DescribeCluster -----------------------------------------------------------------------
+
+
+def _describe_cluster_response(
+    ctx: RequestContext, answer: p.DescribeClusterResponse, wire: Any
+) -> Any:
+    """Brokers as their listeners advertise them, as Metadata lists them."""
+    endpoints = ctx.endpoints.snapshot(ctx.listener)
+    broker_class = type(wire).DescribeClusterBroker
+    wire.brokers = [
+        broker_class(
+            broker_id=b.broker_id,
+            host=endpoints[b.broker_id].host,
+            port=endpoints[b.broker_id].port,
+            rack=b.rack,
+        )
+        for b in answer.brokers
+        if b.broker_id in endpoints
+    ]
+    return wire
+
+
 APIS: dict[int, Api] = {
     api.key: api
     for api in (
@@ -190,11 +212,20 @@ APIS: dict[int, Api] = {
         Api(19, 0, 7, _generic(p.CreateTopicsRequest)),
         Api(20, 0, 6, _generic(p.DeleteTopicsRequest)),
         Api(21, 0, 2, _generic(p.DeleteRecordsRequest)),
+        Api(22, 0, 4, _generic(p.InitProducerIdRequest)),
         Api(23, 2, 4, _generic(p.OffsetsForLeaderEpochRequest)),
         Api(32, 0, 4, _generic(p.DescribeConfigsRequest)),
+        Api(37, 0, 3, _generic(p.CreatePartitionsRequest)),
+        Api(43, 0, 2, _generic(p.ElectLeadersRequest)),
         Api(44, 0, 1, _generic(p.IncrementalAlterConfigsRequest)),
         Api(45, 0, 0, _generic(p.AlterPartitionReassignmentsRequest)),
         Api(46, 0, 0, _generic(p.ListPartitionReassignmentsRequest)),
+        Api(
+            60,
+            0,
+            1,
+            _generic(p.DescribeClusterRequest, patch_response=_describe_cluster_response),
+        ),
     )
 }
 """api key -> what is served of it."""
