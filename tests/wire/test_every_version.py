@@ -10,7 +10,11 @@ from collections.abc import Iterator
 
 import pytest
 from kafka.protocol.admin.cluster import DescribeClusterRequest
-from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from kafka.protocol.admin.topics import (
     AlterPartitionReassignmentsRequest,
     CreatePartitionsRequest,
@@ -408,3 +412,29 @@ def test_describe_cluster_lists_the_listening_broker(
     assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
         (0, endpoint.host, endpoint.port)
     ]
+
+
+@pytest.mark.parametrize("version", _versions(33))
+def test_alter_configs_replaces_the_whole_dynamic_set(
+    cluster: EmbeddedCluster, raw: RawClient, version: int
+) -> None:
+    name = f"replaced-v{version}"
+    _create(raw, 4, name)  # with retention.ms set
+    a = AlterConfigsRequest
+    request = a(
+        resources=[
+            a.AlterConfigsResource(
+                resource_type=2,
+                resource_name=name,
+                configs=[
+                    a.AlterConfigsResource.AlterableConfig(name="segment.ms", value="7200000")
+                ],
+            )
+        ],
+        validate_only=False,
+    )
+    (result,) = raw.call(request, version).responses
+    assert result.error_code == 0, result
+    topic = cluster.controller.image().topic(name)
+    assert topic is not None
+    assert dict(topic.configs) == {"segment.ms": "7200000"}  # retention.ms back to its default

@@ -170,6 +170,33 @@ def _metadata_response(ctx: RequestContext, answer: p.MetadataResponse, wire: An
     return wire
 
 
+# --- AlterConfigs --------------------------------------------------------------------------
+
+
+def _alter_configs(ctx: RequestContext, message: Any) -> ApiMessage:
+    """The legacy, whole-set AlterConfigs (aiokafka's only way) as the incremental one: every
+    key given is SET, every dynamic key set now and not given is DELETEd, as Kafka replaces a
+    resource's whole dynamic configuration."""
+    image = ctx.broker.controller.image()
+    resources = []
+    for resource in message.resources:
+        given = {config.name: config.value for config in resource.configs}
+        if resource.resource_type == p.ResourceType.TOPIC:
+            topic = image.topic(resource.resource_name)
+            current = {} if topic is None else topic.configs
+        else:
+            current = image.broker_configs.get(resource.resource_name, {})
+        ops = [p.AlterableConfig(name, p.AlterConfigOp.SET, value) for name, value in given.items()]
+        ops += [
+            p.AlterableConfig(name, p.AlterConfigOp.DELETE) for name in current if name not in given
+        ]
+        resources.append(
+            p.AlterConfigsResource(resource.resource_type, resource.resource_name, ops)
+        )
+    answer = ctx.broker.handle(p.IncrementalAlterConfigsRequest(resources, message.validate_only))
+    return to_wire(answer, _response_class(33, ctx.version))
+
+
 # --- DescribeCluster -----------------------------------------------------------------------
 
 
@@ -215,6 +242,7 @@ APIS: dict[int, Api] = {
         Api(22, 0, 4, _generic(p.InitProducerIdRequest)),
         Api(23, 2, 4, _generic(p.OffsetsForLeaderEpochRequest)),
         Api(32, 0, 4, _generic(p.DescribeConfigsRequest)),
+        Api(33, 0, 2, _alter_configs),
         Api(37, 0, 3, _generic(p.CreatePartitionsRequest)),
         Api(43, 0, 2, _generic(p.ElectLeadersRequest)),
         Api(44, 0, 1, _generic(p.IncrementalAlterConfigsRequest)),

@@ -20,6 +20,8 @@ from typing import Any
 import attrs
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
@@ -71,6 +73,7 @@ MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (InitProducerIdRequest, InitProducerIdResponse),
         (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         (DescribeConfigsRequest, DescribeConfigsResponse),
+        (AlterConfigsRequest, AlterConfigsResponse),
         (CreatePartitionsRequest, CreatePartitionsResponse),
         (ElectLeadersRequest, ElectLeadersResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
