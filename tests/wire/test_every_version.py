@@ -24,17 +24,15 @@ from kafka.protocol.admin.topics import (
     ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
-from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
-from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kafka.record import MemoryRecordsBuilder
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
 from tierlog.wire import APIS
 
-from .raw import RawClient
+from .raw import RawClient, fetch_request, produce_request
 
 TOPIC = "versions"
 
@@ -67,21 +65,7 @@ def _batch(value: bytes, timestamp: int = 1_700_000_000_000) -> bytes:
 
 
 def _produce(raw: RawClient, version: int, value: bytes) -> int:
-    r = ProduceRequest
-    request = r(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=[
-            r.TopicProduceData(
-                name=TOPIC,
-                partition_data=[
-                    r.TopicProduceData.PartitionProduceData(index=0, records=_batch(value))
-                ],
-            )
-        ],
-    )
-    response = raw.call(request, version)
+    response = raw.call(produce_request(TOPIC, _batch(value)), version)
     (partition,) = response.responses[0].partition_responses
     assert partition.error_code == 0, partition
     return int(partition.base_offset)
@@ -97,33 +81,7 @@ def test_produce(raw: RawClient, version: int) -> None:
 def test_fetch_returns_the_batch_as_produced(raw: RawClient, version: int) -> None:
     value = b"fetch-%d" % version
     offset = _produce(raw, 9, value)
-    f = FetchRequest
-    request = f(
-        replica_id=-1,
-        max_wait_ms=100,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            f.FetchTopic(
-                topic=TOPIC,
-                partitions=[
-                    f.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    request = fetch_request(TOPIC, offset, max_wait_ms=100)
     response = raw.call(request, version)
     (data,) = response.responses[0].partitions
     assert data.error_code == 0

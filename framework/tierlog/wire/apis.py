@@ -154,20 +154,21 @@ def _metadata_request(ctx: RequestContext, message: Any, request: p.MetadataRequ
 
 
 def _metadata_response(ctx: RequestContext, answer: p.MetadataResponse, wire: Any) -> Any:
-    """Brokers as their listeners advertise them; one with no listener is left out."""
-    endpoints = ctx.endpoints.snapshot(ctx.listener)
-    broker_class = type(wire).MetadataResponseBroker
-    wire.brokers = [
-        broker_class(
-            node_id=b.node_id,
-            host=endpoints[b.node_id].host,
-            port=endpoints[b.node_id].port,
-            rack=b.rack,
-        )
-        for b in answer.brokers
-        if b.node_id in endpoints
-    ]
+    wire.brokers = _advertised(ctx, wire.brokers, "node_id")
     return wire
+
+
+def _advertised(ctx: RequestContext, brokers: list[Any], id_field: str) -> list[Any]:
+    """``brokers`` (wire objects) at the addresses their listeners advertise on the listener
+    this request came in on; a broker with no such listener is left out."""
+    endpoints = ctx.endpoints.snapshot(ctx.listener)
+    listed = []
+    for broker in brokers:
+        endpoint = endpoints.get(getattr(broker, id_field))
+        if endpoint is not None:
+            broker.host, broker.port = endpoint.host, endpoint.port
+            listed.append(broker)
+    return listed
 
 
 # --- AlterConfigs --------------------------------------------------------------------------
@@ -203,19 +204,7 @@ def _alter_configs(ctx: RequestContext, message: Any) -> ApiMessage:
 def _describe_cluster_response(
     ctx: RequestContext, answer: p.DescribeClusterResponse, wire: Any
 ) -> Any:
-    """Brokers as their listeners advertise them, as Metadata lists them."""
-    endpoints = ctx.endpoints.snapshot(ctx.listener)
-    broker_class = type(wire).DescribeClusterBroker
-    wire.brokers = [
-        broker_class(
-            broker_id=b.broker_id,
-            host=endpoints[b.broker_id].host,
-            port=endpoints[b.broker_id].port,
-            rack=b.rack,
-        )
-        for b in answer.brokers
-        if b.broker_id in endpoints
-    ]
+    wire.brokers = _advertised(ctx, wire.brokers, "broker_id")
     return wire
 
 
