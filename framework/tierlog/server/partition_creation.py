@@ -28,7 +28,7 @@ from ..errors import (
 from . import protocol as p
 from .image import TopicImage
 from .internal_topics import is_internal
-from .topic_creation import check_partition_limits
+from .topic_creation import check_partition_limits, check_replica_brokers
 
 
 def plan_new_partitions(
@@ -96,16 +96,7 @@ def _checked_replicas(
             f"partition {index} is assigned {len(replicas)} replicas, but the topic's "
             f"replication factor is {factor}"
         )
-    unknown = sorted(b for b in set(replicas) if b not in brokers)
-    if unknown:
-        raise InvalidReplicaAssignmentError(
-            f"partition {index} names brokers {unknown}, which the cluster does not have "
-            f"(brokers: {sorted(brokers)})"
-        )
-    if len(set(replicas)) != len(replicas):
-        raise InvalidReplicaAssignmentError(
-            f"partition {index} names a broker more than once: {list(replicas)}"
-        )
+    check_replica_brokers(index, replicas, brokers)
     if not live.intersection(replicas):
         raise InvalidReplicaAssignmentError(
             f"no broker of partition {index} ({list(replicas)}) is alive"
