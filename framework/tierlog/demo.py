@@ -260,7 +260,7 @@ def run_demo(
     report.remote_url = str(settings["rsm.config.url"])
     orders = workload(records)
     report.client = f"kafka-python {kafka.__version__}" + (
-        ", idempotent producer" if idempotence_served() else ""
+        " (idempotent)" if idempotence_served() else ""
     )
     cluster = EmbeddedCluster(size=1, data_dir=data_dir / "cluster", config=settings, listen=True)
     with cluster:

@@ -13,6 +13,7 @@ pytest.importorskip("tierlog_fsspec")
 
 import kafka
 from tierlog.demo import run_demo
+from tierlog.wire import APIS
 
 
 def test_run_demo_tiers_deletes_local_copies_and_reads_both_tiers(tmp_path: Path) -> None:
@@ -25,6 +26,8 @@ def test_run_demo_tiers_deletes_local_copies_and_reads_both_tiers(tmp_path: Path
     assert report.wire_requests["Produce"] >= 3  # a batch per partition at least
     assert report.wire_requests["Fetch"] >= 1
     assert report.wire_requests["CreateTopics"] == 1
+    # the producer is idempotent as soon as the listener serves InitProducerId
+    assert report.wire_requests.get("InitProducerId", 0) == (1 if 22 in APIS else 0)
     assert (report.storage_plugin, report.metadata_plugin) == ("fsspec", "topic")
     assert report.tiered_segments >= 3
     assert report.local_segments == 3  # only each partition's active segment stays local

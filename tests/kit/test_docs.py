@@ -51,6 +51,7 @@ def test_the_user_guides_differences_from_kafka_match_what_is_served() -> None:
     fetch, produce = APIS[1].max_version, APIS[0].max_version
     assert f"Fetch up to version {fetch}, Produce up to {produce}" in guide
     assert ("FindCoordinator is not served" in guide) == (10 not in APIS)
+    assert ("EndTxn, ...) are not served" in guide) == (26 not in APIS)
 
 
 def test_output_option_writes_the_file(tmp_path: Path) -> None:
