@@ -25,6 +25,7 @@ Throughput figures are medians of three runs, the broker's alternating with the 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -42,6 +43,9 @@ from tierlog.wire.apis import APIS
 from .report import row
 from .wire_clients import WARMUP
 from .wire_raw import RawSink, RawSource, batches_of
+
+#: The Kafka clients the bench drives (kafka-python is tierlog's own dependency).
+CLIENT_LIBRARIES = ("confluent_kafka", "aiokafka")
 
 PARTITIONS = 3
 _INIT_PRODUCER_ID = 22
@@ -291,6 +295,13 @@ class Bench:
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
+    missing = [name for name in CLIENT_LIBRARIES if importlib.util.find_spec(name) is None]
+    if missing:
+        print(
+            f"  skipped: the client libraries {', '.join(missing)} are not installed "
+            "(pip install -c constraints.txt confluent-kafka aiokafka)"
+        )
+        return []
     scale = 10 if quick else 1
     idempotent = _INIT_PRODUCER_ID in APIS
     if not idempotent:
