@@ -1,0 +1,734 @@
+"""Real Kafka clients (confluent-kafka, kafka-python, aiokafka) against listening clusters.
+
+Each library is wrapped in the same small synchronous shape, so one test body runs with all
+three: a producer that sends :class:`Record` s and returns them as :class:`Stored` at the offsets
+the broker acknowledged, and a consumer that is assigned partitions at a :data:`Start` and reads
+until chosen end offsets. Any error a library hands the application (a confluent message error, an
+exception from kafka-python's or aiokafka's poll) fails the read: these tests assert that a client
+sees none. The aiokafka wrappers drive their client on an :class:`asyncio.Runner` of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+import pytest
+from tierlog.client import Admin, NewTopic
+from tierlog.cluster import EmbeddedCluster
+from tierlog.model import TopicPartition
+from tierlog.records import RecordBatch, iter_batches
+from tierlog.server import protocol as p
+from tierlog.server.partition import Partition
+
+from tests.remote.conftest import tiered_settings, wait_until
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+aiokafka = pytest.importorskip("aiokafka")
+import kafka  # noqa: E402  (kafka-python is a runtime dependency: always there)
+
+LOOPBACK_ANY_PORT = "PLAINTEXT://127.0.0.1:0"
+LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Record:
+    """What a producer sends; ``timestamp`` is always explicit so reads can compare it too."""
+
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+
+@attrs.frozen(order=True)
+class Stored:
+    """A record at its offset, as acknowledged to a producer or read by a consumer."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+    @classmethod
+    def of(cls, record: Record, offset: int) -> Stored:
+        return cls(
+            record.partition, offset, record.key, record.value, record.headers, record.timestamp
+        )
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def make_records(
+    count: int, partitions: int = 1, *, tag: str = "r", start_ms: int | None = None
+) -> list[Record]:
+    """``count`` records spread round-robin over ``partitions``, timestamps one ms apart.
+
+    Keys, values and header values hold every byte value, some keys and values are null, header
+    keys are not all ASCII: whatever a codec or the broker could mangle shows up in a comparison.
+    """
+    start = now_ms() if start_ms is None else start_ms
+    records = []
+    for n in range(count):
+        noise = bytes((n * 7 + i) % 256 for i in range(64 + n % 200))
+        key = None if n % 13 == 5 else f"{tag}-key-{n}".encode() + noise[:8]
+        # Clients refuse a record with neither key nor value.
+        # Repeated, so that every codec shrinks it (librdkafka sends a batch that would grow
+        # uncompressed).
+        value = (
+            None if n % 17 == 3 and key is not None else f"{tag}-value-{n}:".encode() + noise * 3
+        )
+        headers: tuple[tuple[str, bytes], ...] = ()
+        if n % 3:
+            headers = (("seq", b"%d" % n), ("bytes", noise[:16]), ("empty", b""))
+        if n % 5 == 1:
+            headers += (("clé-ü", "värde".encode()),)
+        records.append(Record(n % partitions, key, value, headers, start + n))
+    return records
+
+
+def by_partition(stored: Iterable[Stored]) -> dict[int, list[Stored]]:
+    """Per partition, in the order given (not re-sorted: order is what is being checked)."""
+    grouped: dict[int, list[Stored]] = {}
+    for item in stored:
+        grouped.setdefault(item.partition, []).append(item)
+    return grouped
+
+
+def assert_same_records(received: Iterable[Stored], expected: Iterable[Stored]) -> None:
+    """Byte-exact and in per-partition offset order; no record missing, none extra."""
+    got, want = by_partition(received), by_partition(sorted(expected))
+    assert sorted(got) == sorted(want), "partitions read differ from those produced"
+    for partition, records in want.items():
+        offsets = [r.offset for r in got[partition]]
+        assert offsets == [r.offset for r in records], f"partition {partition}: offsets"
+        for read, sent in zip(got[partition], records, strict=True):
+            assert read == sent, f"partition {partition} offset {sent.offset}"
+
+
+def end_offsets(stored: Iterable[Stored]) -> dict[int, int]:
+    """Per partition, one past the highest offset: where a read of all of them ends."""
+    ends: dict[int, int] = {}
+    for item in stored:
+        ends[item.partition] = max(ends.get(item.partition, 0), item.offset + 1)
+    return ends
+
+
+# --- starts -------------------------------------------------------------------------------
+
+
+EARLIEST = "earliest"
+LATEST = "latest"
+
+
+@attrs.frozen
+class At:
+    """Start at the first offset whose timestamp is at or after ``timestamp`` (ms)."""
+
+    timestamp: int
+
+
+Start = int | str | At
+
+
+# --- the common shape ---------------------------------------------------------------------
+
+
+class ClientProducer(Protocol):
+    def send(self, topic: str, records: Iterable[Record]) -> list[Stored]: ...
+
+    def close(self) -> None: ...
+
+
+class ClientConsumer(Protocol):
+    def assign(self, topic: str, starts: Mapping[int, Start]) -> None: ...
+
+    def positions(self) -> dict[int, int]: ...
+
+    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]: ...
+
+    def read_for(self, seconds: float) -> list[Stored]: ...
+
+    def close(self) -> None: ...
+
+
+def _reached(received: list[Stored], until: Mapping[int, int]) -> bool:
+    ends = end_offsets(received)
+    return all(ends.get(partition, -1) >= end for partition, end in until.items())
+
+
+def _progress(received: list[Stored], until: Mapping[int, int]) -> str:
+    ends = end_offsets(received)
+    return ", ".join(f"p{p}: {ends.get(p, 'nothing')}/{end}" for p, end in sorted(until.items()))
+
+
+def _headers(headers: Iterable[tuple[str, bytes]] | None) -> tuple[tuple[str, bytes], ...]:
+    return tuple((key, bytes(value)) for key, value in headers or ())
+
+
+# --- confluent-kafka ----------------------------------------------------------------------
+
+
+class ConfluentProducer:
+    def __init__(self, bootstrap: str, *, compression: str, idempotence: bool) -> None:
+        self._producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": idempotence,
+                "compression.type": compression,
+                "linger.ms": 5,
+            }
+        )
+
+    def send(self, topic: str, records: Iterable[Record]) -> list[Stored]:
+        sent = list(records)
+        acked: list[Stored | None] = [None] * len(sent)
+        errors: list[str] = []
+
+        def delivered(n: int, record: Record) -> Callable[[Any, Any], None]:
+            def report(err: Any, msg: Any) -> None:
+                if err is not None:
+                    errors.append(f"record {n}: {err}")
+                else:
+                    assert msg.partition() == record.partition
+                    acked[n] = Stored.of(record, msg.offset())
+
+            return report
+
+        for n, record in enumerate(sent):
+            while True:
+                try:
+                    self._producer.produce(
+                        topic,
+                        key=record.key,
+                        value=record.value,
+                        partition=record.partition,
+                        headers=list(record.headers),
+                        timestamp=record.timestamp,
+                        on_delivery=delivered(n, record),
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+            self._producer.poll(0)
+        assert self._producer.flush(30) == 0, "confluent-kafka: records left undelivered"
+        assert errors == []
+        return [a for a in acked if a is not None]
+
+    def close(self) -> None:
+        self._producer.flush(10)
+
+
+class ConfluentConsumer:
+    def __init__(self, bootstrap: str, **config: object) -> None:
+        settings: dict[str, object] = {
+            "bootstrap.servers": bootstrap,
+            # assign() needs no group, but librdkafka insists on a group.id being set.
+            "group.id": "tierlog-clients-tests",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            # An offset out of range is an error here, never a silent jump.
+            "auto.offset.reset": "error",
+            "fetch.wait.max.ms": 100,
+        }
+        settings.update(config)
+        self._consumer = confluent_kafka.Consumer(settings)
+        self._assigned: list[Any] = []
+        self._pending: list[Stored] = []
+
+    def assign(self, topic: str, starts: Mapping[int, Start]) -> None:
+        partitions = []
+        for partition, start in starts.items():
+            if start == EARLIEST:
+                offset = confluent_kafka.OFFSET_BEGINNING
+            elif start == LATEST:
+                offset = confluent_kafka.OFFSET_END
+            elif isinstance(start, At):
+                (found,) = self._consumer.offsets_for_times(
+                    [confluent_kafka.TopicPartition(topic, partition, start.timestamp)], 30
+                )
+                assert found.error is None and found.offset >= 0, found
+                offset = found.offset
+            else:
+                assert isinstance(start, int)
+                offset = start
+            partitions.append(confluent_kafka.TopicPartition(topic, partition, offset))
+        self._consumer.assign(partitions)
+        self._assigned = [confluent_kafka.TopicPartition(topic, p.partition) for p in partitions]
+
+    def positions(self) -> dict[int, int]:
+        """The next offset of each partition, once the client has resolved it."""
+
+        def resolved() -> dict[int, int] | None:
+            found = self._consumer.position(self._assigned)
+            if all(p.offset >= 0 for p in found):
+                return {p.partition: p.offset for p in found}
+            message = self._consumer.poll(0.05)
+            if message is not None:
+                self._pending.append(self._stored(message))
+            return None
+
+        result: dict[int, int] = wait_until(resolved, "confluent-kafka resolving its positions")
+        return result
+
+    def _stored(self, message: Any) -> Stored:
+        if message.error() is not None:
+            raise AssertionError(f"confluent-kafka consumer error: {message.error()}")
+        kind, timestamp = message.timestamp()
+        assert kind == confluent_kafka.TIMESTAMP_CREATE_TIME
+        return Stored(
+            message.partition(),
+            message.offset(),
+            message.key(),
+            message.value(),
+            _headers(message.headers()),
+            timestamp,
+        )
+
+    def _poll(self, seconds: float) -> list[Stored]:
+        messages = self._consumer.consume(1000, seconds)
+        return [self._stored(m) for m in messages]
+
+    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]:
+        received, self._pending = self._pending, []
+        deadline = time.monotonic() + timeout
+        while not _reached(received, until):
+            assert time.monotonic() < deadline, f"confluent-kafka: {_progress(received, until)}"
+            received += self._poll(0.2)
+        return received
+
+    def read_for(self, seconds: float) -> list[Stored]:
+        received, self._pending = self._pending, []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            received += self._poll(0.1)
+        return received
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+# --- kafka-python -------------------------------------------------------------------------
+
+
+def _compression(name: str) -> str | None:
+    return None if name == "none" else name
+
+
+class KafkaPythonProducer:
+    def __init__(self, bootstrap: str, *, compression: str, idempotence: bool) -> None:
+        self._producer = kafka.KafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            enable_idempotence=idempotence,
+            compression_type=_compression(compression),
+            linger_ms=5,
+        )
+
+    def send(self, topic: str, records: Iterable[Record]) -> list[Stored]:
+        sent = list(records)
+        futures = [
+            self._producer.send(
+                topic,
+                key=r.key,
+                value=r.value,
+                headers=list(r.headers),
+                partition=r.partition,
+                timestamp_ms=r.timestamp,
+            )
+            for r in sent
+        ]
+        self._producer.flush(30)
+        acked = []
+        for record, future in zip(sent, futures, strict=True):
+            metadata = future.get(timeout=30)
+            assert metadata.partition == record.partition
+            acked.append(Stored.of(record, metadata.offset))
+        return acked
+
+    def close(self) -> None:
+        self._producer.close(timeout=10)
+
+
+class KafkaPythonConsumer:
+    def __init__(self, bootstrap: str, **config: object) -> None:
+        settings: dict[str, object] = {
+            "bootstrap_servers": bootstrap,
+            "group_id": None,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "none",
+            "fetch_max_wait_ms": 100,
+        }
+        settings.update(config)
+        self._consumer = kafka.KafkaConsumer(**settings)
+        self._topic = ""
+
+    def _tp(self, partition: int) -> Any:
+        return kafka.TopicPartition(self._topic, partition)
+
+    def assign(self, topic: str, starts: Mapping[int, Start]) -> None:
+        self._topic = topic
+        self._consumer.assign([self._tp(p) for p in starts])
+        for partition, start in starts.items():
+            tp = self._tp(partition)
+            if start == EARLIEST:
+                self._consumer.seek_to_beginning(tp)
+            elif start == LATEST:
+                self._consumer.seek_to_end(tp)
+            elif isinstance(start, At):
+                found = self._consumer.offsets_for_times({tp: start.timestamp}, timeout_ms=30_000)
+                assert found[tp] is not None, found
+                self._consumer.seek(tp, found[tp].offset)
+            else:
+                assert isinstance(start, int)
+                self._consumer.seek(tp, start)
+
+    def positions(self) -> dict[int, int]:
+        return {
+            tp.partition: self._consumer.position(tp, timeout_ms=30_000)
+            for tp in self._consumer.assignment()
+        }
+
+    def _poll(self, seconds: float) -> list[Stored]:
+        batches = self._consumer.poll(timeout_ms=int(seconds * 1000))
+        return [
+            Stored(tp.partition, m.offset, m.key, m.value, _headers(m.headers), m.timestamp)
+            for tp, messages in batches.items()
+            for m in messages
+        ]
+
+    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]:
+        received: list[Stored] = []
+        deadline = time.monotonic() + timeout
+        while not _reached(received, until):
+            assert time.monotonic() < deadline, f"kafka-python: {_progress(received, until)}"
+            received += self._poll(0.2)
+        return received
+
+    def read_for(self, seconds: float) -> list[Stored]:
+        received: list[Stored] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            received += self._poll(0.1)
+        return received
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+# --- aiokafka -----------------------------------------------------------------------------
+
+
+class AioKafkaProducer:
+    def __init__(self, bootstrap: str, *, compression: str, idempotence: bool) -> None:
+        self._runner = asyncio.Runner()
+
+        async def start() -> Any:
+            producer = aiokafka.AIOKafkaProducer(
+                bootstrap_servers=bootstrap,
+                acks="all",
+                enable_idempotence=idempotence,
+                compression_type=_compression(compression),
+                linger_ms=5,
+            )
+            await producer.start()
+            return producer
+
+        self._producer = self._runner.run(start())
+
+    def send(self, topic: str, records: Iterable[Record]) -> list[Stored]:
+        sent = list(records)
+
+        async def send_all() -> list[Any]:
+            futures = [
+                await self._producer.send(
+                    topic,
+                    key=r.key,
+                    value=r.value,
+                    partition=r.partition,
+                    timestamp_ms=r.timestamp,
+                    headers=list(r.headers),
+                )
+                for r in sent
+            ]
+            return list(await asyncio.wait_for(asyncio.gather(*futures), 30))
+
+        acked = []
+        for record, metadata in zip(sent, self._runner.run(send_all()), strict=True):
+            assert metadata.partition == record.partition
+            acked.append(Stored.of(record, metadata.offset))
+        return acked
+
+    def close(self) -> None:
+        try:
+            self._runner.run(self._producer.stop())
+        finally:
+            self._runner.close()
+
+
+class AioKafkaConsumer:
+    def __init__(self, bootstrap: str, **config: object) -> None:
+        settings: dict[str, object] = {
+            "bootstrap_servers": bootstrap,
+            "group_id": None,
+            "enable_auto_commit": False,
+            "auto_offset_reset": "none",
+            "fetch_max_wait_ms": 100,
+        }
+        settings.update(config)
+        self._runner = asyncio.Runner()
+
+        async def start() -> Any:
+            consumer = aiokafka.AIOKafkaConsumer(**settings)
+            await consumer.start()
+            return consumer
+
+        self._consumer = self._runner.run(start())
+        self._topic = ""
+
+    def _tp(self, partition: int) -> Any:
+        return aiokafka.TopicPartition(self._topic, partition)
+
+    def assign(self, topic: str, starts: Mapping[int, Start]) -> None:
+        self._topic = topic
+        consumer = self._consumer
+
+        async def assign() -> None:
+            consumer.assign([self._tp(p) for p in starts])
+            for partition, start in starts.items():
+                tp = self._tp(partition)
+                if start == EARLIEST:
+                    await consumer.seek_to_beginning(tp)
+                elif start == LATEST:
+                    await consumer.seek_to_end(tp)
+                elif isinstance(start, At):
+                    found = await consumer.offsets_for_times({tp: start.timestamp})
+                    assert found[tp] is not None, found
+                    consumer.seek(tp, found[tp].offset)
+                else:
+                    assert isinstance(start, int)
+                    consumer.seek(tp, start)
+
+        self._runner.run(assign())
+
+    def positions(self) -> dict[int, int]:
+        consumer = self._consumer
+
+        async def positions() -> dict[int, int]:
+            return {tp.partition: await consumer.position(tp) for tp in consumer.assignment()}
+
+        return self._runner.run(asyncio.wait_for(positions(), 30))
+
+    def _poll(self, seconds: float) -> list[Stored]:
+        batches = self._runner.run(self._consumer.getmany(timeout_ms=int(seconds * 1000)))
+        return [
+            Stored(tp.partition, m.offset, m.key, m.value, _headers(m.headers), m.timestamp)
+            for tp, messages in batches.items()
+            for m in messages
+        ]
+
+    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]:
+        received: list[Stored] = []
+        deadline = time.monotonic() + timeout
+        while not _reached(received, until):
+            assert time.monotonic() < deadline, f"aiokafka: {_progress(received, until)}"
+            received += self._poll(0.2)
+        return received
+
+    def read_for(self, seconds: float) -> list[Stored]:
+        received: list[Stored] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            received += self._poll(0.1)
+        return received
+
+    def close(self) -> None:
+        try:
+            self._runner.run(self._consumer.stop())
+        finally:
+            self._runner.close()
+
+
+# --- by library name ----------------------------------------------------------------------
+
+_PRODUCERS: dict[str, Callable[..., ClientProducer]] = {
+    "confluent-kafka": ConfluentProducer,
+    "kafka-python": KafkaPythonProducer,
+    "aiokafka": AioKafkaProducer,
+}
+_CONSUMERS: dict[str, Callable[..., ClientConsumer]] = {
+    "confluent-kafka": ConfluentConsumer,
+    "kafka-python": KafkaPythonConsumer,
+    "aiokafka": AioKafkaConsumer,
+}
+
+
+def produce(
+    library: str,
+    bootstrap: str,
+    topic: str,
+    records: Iterable[Record],
+    *,
+    compression: str = "none",
+    idempotence: bool = False,
+) -> list[Stored]:
+    """Sends every record with ``library``'s producer (acks=all); returns them as acknowledged."""
+    producer = _PRODUCERS[library](bootstrap, compression=compression, idempotence=idempotence)
+    try:
+        return producer.send(topic, records)
+    finally:
+        producer.close()
+
+
+@pytest.fixture
+def open_consumer() -> Iterator[Callable[..., ClientConsumer]]:
+    """``open_consumer(library, bootstrap, **config)``: a consumer closed at the end of the test
+    (config keys are the library's own)."""
+    opened: list[ClientConsumer] = []
+
+    def open_(library: str, bootstrap: str, **config: object) -> ClientConsumer:
+        consumer = _CONSUMERS[library](bootstrap, **config)
+        opened.append(consumer)
+        return consumer
+
+    yield open_
+    for consumer in reversed(opened):
+        consumer.close()
+
+
+def consume(
+    library: str, bootstrap: str, topic: str, starts: Mapping[int, Start], until: Mapping[int, int]
+) -> list[Stored]:
+    """One consumer of ``library``: assigned at ``starts``, read until ``until``, closed."""
+    consumer = _CONSUMERS[library](bootstrap)
+    try:
+        consumer.assign(topic, starts)
+        return consumer.read(until)
+    finally:
+        consumer.close()
+
+
+# --- clusters -----------------------------------------------------------------------------
+
+
+_topic_names = itertools.count()
+
+
+def unique_topic(prefix: str = "t") -> str:
+    """Test topics on a shared cluster never collide."""
+    return f"{prefix}-{next(_topic_names)}"
+
+
+def create_topic(
+    cluster: EmbeddedCluster,
+    name: str,
+    partitions: int = 1,
+    replication_factor: int = 1,
+    **configs: object,
+) -> None:
+    """Through tierlog's in-process admin; config keys with underscores for dots."""
+    topic = NewTopic(
+        name,
+        partitions,
+        replication_factor,
+        configs={k.replace("_", "."): str(v) for k, v in configs.items()},
+    )
+    with Admin(cluster.transport) as admin:
+        admin.create_topics([topic])
+    for partition in range(partitions):
+        wait_until(
+            lambda p=partition: leader_of(cluster, name, p) is not None,
+            f"{name}-{partition} leader",
+        )
+
+
+def leader_of(cluster: EmbeddedCluster, topic: str, partition: int) -> int | None:
+    image = cluster.controller.image().topic(topic)
+    if image is None:
+        return None
+    leader: int = image.partitions[partition].leader
+    return leader if leader >= 0 else None
+
+
+def replica(cluster: EmbeddedCluster, topic: str, partition: int) -> Partition:
+    """The leader's replica of a partition (its log says what is local)."""
+    leader = leader_of(cluster, topic, partition)
+    assert leader is not None
+    found = cluster.broker(leader).partition(TopicPartition(topic, partition))
+    assert found is not None
+    return found
+
+
+def listening(
+    data_dir: Path,
+    size: int = 1,
+    *,
+    remote_dir: Path | None = None,
+    plugins: Mapping[str, object] | None = None,
+    **config: object,
+) -> EmbeddedCluster:
+    """A cluster (not started) whose brokers listen on loopback port 0; tiered to
+    ``remote_dir`` through the fsspec plugin when given."""
+    settings: dict[str, object] = {"listeners": LOOPBACK_ANY_PORT}
+    if remote_dir is not None:
+        settings.update(tiered_settings(remote_dir))
+    settings.update({k.replace("_", "."): v for k, v in config.items()})
+    return EmbeddedCluster(size, data_dir, settings, extra_plugins=plugins, listen=True)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    """One listening broker for a module's tests, each on topics of its own."""
+    with listening(tmp_path_factory.mktemp("shared")) as cluster:
+        yield cluster
+
+
+#: A tiered topic's configs: small segments, and local copies of tiered segments deleted soon.
+TIERED_TOPIC = {
+    "remote_storage_enable": "true",
+    "segment_bytes": 16 * 1024,
+    "local_retention_bytes": 1,
+}
+
+
+def stored_batches(cluster: EmbeddedCluster, topic: str, partition: int) -> list[RecordBatch]:
+    """The batches a partition's leader holds locally, as stored (read in-process)."""
+    leader = leader_of(cluster, topic, partition)
+    assert leader is not None
+    request = p.FetchRequest(
+        [p.FetchTopic(topic, [p.FetchPartition(partition, 0, 64 << 20)])],
+        max_wait_ms=0,
+        max_bytes=64 << 20,
+    )
+    (answer,) = cluster.transport.send(leader, request).responses[0].partitions
+    assert answer.error_code == p.NONE
+    return list(iter_batches(answer.records))
+
+
+def wait_offloaded(cluster: EmbeddedCluster, topic: str, partitions: int) -> dict[int, int]:
+    """Waits until each partition's first segments are only in the remote tier; returns each
+    partition's local log start offset."""
+
+    def local_starts() -> dict[int, int] | None:
+        starts = {
+            p: replica(cluster, topic, p).log.local_log_start_offset for p in range(partitions)
+        }
+        return starts if all(starts.values()) else None
+
+    result: dict[int, int] = wait_until(local_starts, f"{topic}: local copies deleted", 60)
+    return result
