@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -247,9 +248,16 @@ class ConfluentConsumer:
             "fetch.wait.max.ms": 100,
         }
         settings.update(config)
+        self._stats: dict[str, Any] = {}
+        settings["statistics.interval.ms"] = 50
+        settings["stats_cb"] = self._on_stats
         self._consumer = confluent_kafka.Consumer(settings)
+        self._topic = ""
         self._assigned: list[Any] = []
         self._pending: list[Stored] = []
+
+    def _on_stats(self, stats: str) -> None:
+        self._stats = json.loads(stats)
 
     def assign(self, topic: str, starts: Mapping[int, Start]) -> None:
         partitions = []
@@ -269,19 +277,32 @@ class ConfluentConsumer:
                 offset = start
             partitions.append(confluent_kafka.TopicPartition(topic, partition, offset))
         self._consumer.assign(partitions)
+        self._topic = topic
         self._assigned = [confluent_kafka.TopicPartition(topic, p.partition) for p in partitions]
 
     def positions(self) -> dict[int, int]:
-        """The next offset of each partition, once the client has resolved it."""
+        """Where each partition's reading starts, once the client has resolved it.
+
+        librdkafka's ``position()`` stays unset until the application has a message, so this
+        reads its statistics: a partition fetching (``fetch_state`` active) with nothing
+        fetched yet starts at ``next_offset``; one with a message already polled starts there.
+        """
 
         def resolved() -> dict[int, int] | None:
-            found = self._consumer.position(self._assigned)
-            if all(p.offset >= 0 for p in found):
-                return {p.partition: p.offset for p in found}
-            message = self._consumer.poll(0.05)
-            if message is not None:
+            for message in self._consumer.consume(100, 0.05):
                 self._pending.append(self._stored(message))
-            return None
+            stats = self._stats.get("topics", {}).get(self._topic, {}).get("partitions", {})
+            starts = {}
+            for partition in (tp.partition for tp in self._assigned):
+                polled = [m.offset for m in self._pending if m.partition == partition]
+                state = stats.get(str(partition), {})
+                if polled:
+                    starts[partition] = min(polled)
+                elif state.get("fetch_state") == "active" and state.get("fetchq_cnt") == 0:
+                    starts[partition] = state["next_offset"]
+                else:
+                    return None
+            return starts
 
         result: dict[int, int] = wait_until(resolved, "confluent-kafka resolving its positions")
         return result
@@ -595,8 +616,11 @@ def produce(
         producer.close()
 
 
+OpenConsumer = Callable[..., ClientConsumer]
+
+
 @pytest.fixture
-def open_consumer() -> Iterator[Callable[..., ClientConsumer]]:
+def open_consumer() -> Iterator[OpenConsumer]:
     """``open_consumer(library, bootstrap, **config)``: a consumer closed at the end of the test
     (config keys are the library's own)."""
     opened: list[ClientConsumer] = []
@@ -721,14 +745,26 @@ def stored_batches(cluster: EmbeddedCluster, topic: str, partition: int) -> list
 
 
 def wait_offloaded(cluster: EmbeddedCluster, topic: str, partitions: int) -> dict[int, int]:
-    """Waits until each partition's first segments are only in the remote tier; returns each
-    partition's local log start offset."""
+    """Waits until only each partition's active segment is local (every other segment tiered,
+    its local copy deleted); returns each partition's local log start offset."""
 
     def local_starts() -> dict[int, int] | None:
-        starts = {
-            p: replica(cluster, topic, p).log.local_log_start_offset for p in range(partitions)
-        }
-        return starts if all(starts.values()) else None
+        logs = [replica(cluster, topic, p).log for p in range(partitions)]
+        if any(len(log.segments()) > 1 or log.local_log_start_offset == 0 for log in logs):
+            return None
+        return {p: log.local_log_start_offset for p, log in enumerate(logs)}
 
     result: dict[int, int] = wait_until(local_starts, f"{topic}: local copies deleted", 60)
     return result
+
+
+def meter_count(
+    cluster: EmbeddedCluster, broker_id: int, group: str, name: str, **tags: str
+) -> int:
+    """A broker meter's count, summed over every tag combination that includes ``tags``
+    (RequestsPerSec for request=Fetch sums every version)."""
+    total = 0
+    for value in cluster.metrics(broker_id, group, name, **tags).values():
+        assert isinstance(value, dict), f"{group}/{name} is not a meter"
+        total += int(value["count"])
+    return total
