@@ -56,6 +56,7 @@ class Record:
 class Stored:
     """A record at its offset, as acknowledged to a producer or read by a consumer."""
 
+    topic: str
     partition: int
     offset: int
     key: bytes | None
@@ -64,10 +65,25 @@ class Stored:
     timestamp: int
 
     @classmethod
-    def of(cls, record: Record, offset: int) -> Stored:
+    def of(cls, topic: str, record: Record, offset: int) -> Stored:
         return cls(
-            record.partition, offset, record.key, record.value, record.headers, record.timestamp
+            topic,
+            record.partition,
+            offset,
+            record.key,
+            record.value,
+            record.headers,
+            record.timestamp,
         )
+
+
+#: A topic's partition: (topic, partition).
+TP = tuple[str, int]
+
+
+def on(topic: str, per_partition: Mapping[int, Any]) -> dict[TP, Any]:
+    """``{partition: x}`` of one topic as ``{(topic, partition): x}``."""
+    return {(topic, partition): x for partition, x in per_partition.items()}
 
 
 def now_ms() -> int:
@@ -81,6 +97,8 @@ def make_records(
 
     Keys, values and header values hold every byte value, some keys and values are null, header
     keys are not all ASCII: whatever a codec or the broker could mangle shows up in a comparison.
+    Values repeat themselves, so that every codec shrinks them (librdkafka sends a batch that a
+    codec would grow uncompressed).
     """
     start = now_ms() if start_ms is None else start_ms
     records = []
@@ -88,11 +106,8 @@ def make_records(
         noise = bytes((n * 7 + i) % 256 for i in range(64 + n % 200))
         key = None if n % 13 == 5 else f"{tag}-key-{n}".encode() + noise[:8]
         # Clients refuse a record with neither key nor value.
-        # Repeated, so that every codec shrinks it (librdkafka sends a batch that would grow
-        # uncompressed).
-        value = (
-            None if n % 17 == 3 and key is not None else f"{tag}-value-{n}:".encode() + noise * 3
-        )
+        null_value = n % 17 == 3 and key is not None
+        value = None if null_value else f"{tag}-value-{n}:".encode() + noise * 3
         headers: tuple[tuple[str, bytes], ...] = ()
         if n % 3:
             headers = (("seq", b"%d" % n), ("bytes", noise[:16]), ("empty", b""))
@@ -102,11 +117,11 @@ def make_records(
     return records
 
 
-def by_partition(stored: Iterable[Stored]) -> dict[int, list[Stored]]:
+def by_partition(stored: Iterable[Stored]) -> dict[TP, list[Stored]]:
     """Per partition, in the order given (not re-sorted: order is what is being checked)."""
-    grouped: dict[int, list[Stored]] = {}
+    grouped: dict[TP, list[Stored]] = {}
     for item in stored:
-        grouped.setdefault(item.partition, []).append(item)
+        grouped.setdefault((item.topic, item.partition), []).append(item)
     return grouped
 
 
@@ -114,18 +129,20 @@ def assert_same_records(received: Iterable[Stored], expected: Iterable[Stored]) 
     """Byte-exact and in per-partition offset order; no record missing, none extra."""
     got, want = by_partition(received), by_partition(sorted(expected))
     assert sorted(got) == sorted(want), "partitions read differ from those produced"
-    for partition, records in want.items():
-        offsets = [r.offset for r in got[partition]]
-        assert offsets == [r.offset for r in records], f"partition {partition}: offsets"
-        for read, sent in zip(got[partition], records, strict=True):
-            assert read == sent, f"partition {partition} offset {sent.offset}"
+    for (topic, partition), records in want.items():
+        where = f"{topic}-{partition}"
+        offsets = [r.offset for r in got[topic, partition]]
+        assert offsets == [r.offset for r in records], f"{where}: offsets"
+        for read, sent in zip(got[topic, partition], records, strict=True):
+            assert read == sent, f"{where} offset {sent.offset}"
 
 
-def end_offsets(stored: Iterable[Stored]) -> dict[int, int]:
+def end_offsets(stored: Iterable[Stored]) -> dict[TP, int]:
     """Per partition, one past the highest offset: where a read of all of them ends."""
-    ends: dict[int, int] = {}
+    ends: dict[TP, int] = {}
     for item in stored:
-        ends[item.partition] = max(ends.get(item.partition, 0), item.offset + 1)
+        tp = (item.topic, item.partition)
+        ends[tp] = max(ends.get(tp, 0), item.offset + 1)
     return ends
 
 
@@ -156,29 +173,66 @@ class ClientProducer(Protocol):
 
 
 class ClientConsumer(Protocol):
-    def assign(self, topic: str, starts: Mapping[int, Start]) -> None: ...
+    def assign(self, starts: Mapping[TP, Start]) -> None:
+        """Exactly these partitions, each from its start."""
 
-    def positions(self) -> dict[int, int]: ...
+    def positions(self) -> dict[TP, int]:
+        """Where each partition's reading starts, once the client has resolved it."""
 
-    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]: ...
+    def read(self, until: Mapping[TP, int], timeout: float = 30.0) -> list[Stored]:
+        """Everything from the positions on, until each partition reaches its end offset."""
 
-    def read_for(self, seconds: float) -> list[Stored]: ...
+    def read_for(self, seconds: float) -> list[Stored]:
+        """Whatever arrives in ``seconds``."""
 
     def close(self) -> None: ...
 
 
-def _reached(received: list[Stored], until: Mapping[int, int]) -> bool:
-    ends = end_offsets(received)
-    return all(ends.get(partition, -1) >= end for partition, end in until.items())
+class _Reads:
+    """The read loops, over a library's ``_poll``; ``_pending`` holds records polled early."""
 
+    name = ""
+    _pending: list[Stored]
 
-def _progress(received: list[Stored], until: Mapping[int, int]) -> str:
-    ends = end_offsets(received)
-    return ", ".join(f"p{p}: {ends.get(p, 'nothing')}/{end}" for p, end in sorted(until.items()))
+    def _poll(self, seconds: float) -> list[Stored]:
+        raise NotImplementedError
+
+    def read(self, until: Mapping[TP, int], timeout: float = 30.0) -> list[Stored]:
+        received, self._pending = self._pending, []
+        deadline = time.monotonic() + timeout
+        while True:
+            ends = end_offsets(received)
+            if all(ends.get(tp, -1) >= end for tp, end in until.items()):
+                return received
+            if time.monotonic() > deadline:
+                progress = ", ".join(
+                    f"{t}-{p}: {ends.get((t, p), 'nothing')}/{end}"
+                    for (t, p), end in sorted(until.items())
+                )
+                raise AssertionError(f"{self.name} read timed out at {progress}")
+            received += self._poll(0.2)
+
+    def read_for(self, seconds: float) -> list[Stored]:
+        received, self._pending = self._pending, []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            received += self._poll(0.1)
+        return received
 
 
 def _headers(headers: Iterable[tuple[str, bytes]] | None) -> tuple[tuple[str, bytes], ...]:
     return tuple((key, bytes(value)) for key, value in headers or ())
+
+
+def _from_record(tp: Any, m: Any) -> Stored:
+    """A kafka-python or aiokafka ConsumerRecord."""
+    return Stored(
+        tp.topic, tp.partition, m.offset, m.key, m.value, _headers(m.headers), m.timestamp
+    )
+
+
+def _compression(name: str) -> str | None:
+    return None if name == "none" else name
 
 
 # --- confluent-kafka ----------------------------------------------------------------------
@@ -207,7 +261,7 @@ class ConfluentProducer:
                     errors.append(f"record {n}: {err}")
                 else:
                     assert msg.partition() == record.partition
-                    acked[n] = Stored.of(record, msg.offset())
+                    acked[n] = Stored.of(topic, record, msg.offset())
 
             return report
 
@@ -232,10 +286,12 @@ class ConfluentProducer:
         return [a for a in acked if a is not None]
 
     def close(self) -> None:
-        self._producer.flush(10)
+        self._producer.close()
 
 
-class ConfluentConsumer:
+class ConfluentConsumer(_Reads):
+    name = "confluent-kafka"
+
     def __init__(self, bootstrap: str, **config: object) -> None:
         settings: dict[str, object] = {
             "bootstrap.servers": bootstrap,
@@ -246,22 +302,28 @@ class ConfluentConsumer:
             # An offset out of range is an error here, never a silent jump.
             "auto.offset.reset": "error",
             "fetch.wait.max.ms": 100,
+            "statistics.interval.ms": 50,
+            "stats_cb": self._on_stats,
         }
         settings.update(config)
-        self._stats: dict[str, Any] = {}
-        settings["statistics.interval.ms"] = 50
-        settings["stats_cb"] = self._on_stats
+        self._stats: list[dict[str, Any]] = []
         self._consumer = confluent_kafka.Consumer(settings)
-        self._topic = ""
-        self._assigned: list[Any] = []
-        self._pending: list[Stored] = []
+        self._assigned: list[TP] = []
+        self._pending = []
 
     def _on_stats(self, stats: str) -> None:
-        self._stats = json.loads(stats)
+        self._stats = [*self._stats[-1:], json.loads(stats)]
 
-    def assign(self, topic: str, starts: Mapping[int, Start]) -> None:
+    def _partition_stats(self, topic: str, partition: int) -> list[dict[str, Any]]:
+        """The partition in the last two statistics emitted."""
+        return [
+            emitted.get("topics", {}).get(topic, {}).get("partitions", {}).get(str(partition), {})
+            for emitted in self._stats
+        ]
+
+    def assign(self, starts: Mapping[TP, Start]) -> None:
         partitions = []
-        for partition, start in starts.items():
+        for (topic, partition), start in starts.items():
             if start == EARLIEST:
                 offset = confluent_kafka.OFFSET_BEGINNING
             elif start == LATEST:
@@ -277,34 +339,40 @@ class ConfluentConsumer:
                 offset = start
             partitions.append(confluent_kafka.TopicPartition(topic, partition, offset))
         self._consumer.assign(partitions)
-        self._topic = topic
-        self._assigned = [confluent_kafka.TopicPartition(topic, p.partition) for p in partitions]
+        self._assigned = list(starts)
 
-    def positions(self) -> dict[int, int]:
-        """Where each partition's reading starts, once the client has resolved it.
-
-        librdkafka's ``position()`` stays unset until the application has a message, so this
-        reads its statistics: a partition fetching (``fetch_state`` active) with nothing
-        fetched yet starts at ``next_offset``; one with a message already polled starts there.
+    def positions(self) -> dict[TP, int]:
+        """librdkafka's ``position()`` stays unset until the application has a message, so
+        this reads its statistics: a partition with a message already polled starts there; one
+        fetching (``fetch_state`` active) with nothing fetched yet starts at ``next_offset``.
+        That offset is only set once the first fetch is built, a moment after the state turns
+        active, so two emissions in a row must agree on it.
         """
 
-        def resolved() -> dict[int, int] | None:
+        def resolved() -> dict[TP, int] | None:
             for message in self._consumer.consume(100, 0.05):
                 self._pending.append(self._stored(message))
-            stats = self._stats.get("topics", {}).get(self._topic, {}).get("partitions", {})
             starts = {}
-            for partition in (tp.partition for tp in self._assigned):
-                polled = [m.offset for m in self._pending if m.partition == partition]
-                state = stats.get(str(partition), {})
+            for topic, partition in self._assigned:
+                polled = [
+                    m.offset for m in self._pending if (m.topic, m.partition) == (topic, partition)
+                ]
+                last_two = self._partition_stats(topic, partition)
+                settled = len(last_two) == 2 and all(
+                    s.get("fetch_state") == "active"
+                    and s.get("fetchq_cnt") == 0
+                    and s.get("next_offset") == last_two[0].get("next_offset")
+                    for s in last_two
+                )
                 if polled:
-                    starts[partition] = min(polled)
-                elif state.get("fetch_state") == "active" and state.get("fetchq_cnt") == 0:
-                    starts[partition] = state["next_offset"]
+                    starts[topic, partition] = min(polled)
+                elif settled:
+                    starts[topic, partition] = last_two[-1]["next_offset"]
                 else:
                     return None
             return starts
 
-        result: dict[int, int] = wait_until(resolved, "confluent-kafka resolving its positions")
+        result: dict[TP, int] = wait_until(resolved, "confluent-kafka resolving its positions")
         return result
 
     def _stored(self, message: Any) -> Stored:
@@ -313,6 +381,7 @@ class ConfluentConsumer:
         kind, timestamp = message.timestamp()
         assert kind == confluent_kafka.TIMESTAMP_CREATE_TIME
         return Stored(
+            message.topic(),
             message.partition(),
             message.offset(),
             message.key(),
@@ -322,33 +391,13 @@ class ConfluentConsumer:
         )
 
     def _poll(self, seconds: float) -> list[Stored]:
-        messages = self._consumer.consume(1000, seconds)
-        return [self._stored(m) for m in messages]
-
-    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]:
-        received, self._pending = self._pending, []
-        deadline = time.monotonic() + timeout
-        while not _reached(received, until):
-            assert time.monotonic() < deadline, f"confluent-kafka: {_progress(received, until)}"
-            received += self._poll(0.2)
-        return received
-
-    def read_for(self, seconds: float) -> list[Stored]:
-        received, self._pending = self._pending, []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            received += self._poll(0.1)
-        return received
+        return [self._stored(m) for m in self._consumer.consume(1000, seconds)]
 
     def close(self) -> None:
         self._consumer.close()
 
 
 # --- kafka-python -------------------------------------------------------------------------
-
-
-def _compression(name: str) -> str | None:
-    return None if name == "none" else name
 
 
 class KafkaPythonProducer:
@@ -379,14 +428,16 @@ class KafkaPythonProducer:
         for record, future in zip(sent, futures, strict=True):
             metadata = future.get(timeout=30)
             assert metadata.partition == record.partition
-            acked.append(Stored.of(record, metadata.offset))
+            acked.append(Stored.of(topic, record, metadata.offset))
         return acked
 
     def close(self) -> None:
         self._producer.close(timeout=10)
 
 
-class KafkaPythonConsumer:
+class KafkaPythonConsumer(_Reads):
+    name = "kafka-python"
+
     def __init__(self, bootstrap: str, **config: object) -> None:
         settings: dict[str, object] = {
             "bootstrap_servers": bootstrap,
@@ -397,16 +448,12 @@ class KafkaPythonConsumer:
         }
         settings.update(config)
         self._consumer = kafka.KafkaConsumer(**settings)
-        self._topic = ""
+        self._pending = []
 
-    def _tp(self, partition: int) -> Any:
-        return kafka.TopicPartition(self._topic, partition)
-
-    def assign(self, topic: str, starts: Mapping[int, Start]) -> None:
-        self._topic = topic
-        self._consumer.assign([self._tp(p) for p in starts])
-        for partition, start in starts.items():
-            tp = self._tp(partition)
+    def assign(self, starts: Mapping[TP, Start]) -> None:
+        self._consumer.assign([kafka.TopicPartition(*tp) for tp in starts])
+        for (topic, partition), start in starts.items():
+            tp = kafka.TopicPartition(topic, partition)
             if start == EARLIEST:
                 self._consumer.seek_to_beginning(tp)
             elif start == LATEST:
@@ -419,34 +466,15 @@ class KafkaPythonConsumer:
                 assert isinstance(start, int)
                 self._consumer.seek(tp, start)
 
-    def positions(self) -> dict[int, int]:
+    def positions(self) -> dict[TP, int]:
         return {
-            tp.partition: self._consumer.position(tp, timeout_ms=30_000)
+            (tp.topic, tp.partition): self._consumer.position(tp, timeout_ms=30_000)
             for tp in self._consumer.assignment()
         }
 
     def _poll(self, seconds: float) -> list[Stored]:
         batches = self._consumer.poll(timeout_ms=int(seconds * 1000))
-        return [
-            Stored(tp.partition, m.offset, m.key, m.value, _headers(m.headers), m.timestamp)
-            for tp, messages in batches.items()
-            for m in messages
-        ]
-
-    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]:
-        received: list[Stored] = []
-        deadline = time.monotonic() + timeout
-        while not _reached(received, until):
-            assert time.monotonic() < deadline, f"kafka-python: {_progress(received, until)}"
-            received += self._poll(0.2)
-        return received
-
-    def read_for(self, seconds: float) -> list[Stored]:
-        received: list[Stored] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            received += self._poll(0.1)
-        return received
+        return [_from_record(tp, m) for tp, messages in batches.items() for m in messages]
 
     def close(self) -> None:
         self._consumer.close()
@@ -492,7 +520,7 @@ class AioKafkaProducer:
         acked = []
         for record, metadata in zip(sent, self._runner.run(send_all()), strict=True):
             assert metadata.partition == record.partition
-            acked.append(Stored.of(record, metadata.offset))
+            acked.append(Stored.of(topic, record, metadata.offset))
         return acked
 
     def close(self) -> None:
@@ -502,7 +530,9 @@ class AioKafkaProducer:
             self._runner.close()
 
 
-class AioKafkaConsumer:
+class AioKafkaConsumer(_Reads):
+    name = "aiokafka"
+
     def __init__(self, bootstrap: str, **config: object) -> None:
         settings: dict[str, object] = {
             "bootstrap_servers": bootstrap,
@@ -520,19 +550,15 @@ class AioKafkaConsumer:
             return consumer
 
         self._consumer = self._runner.run(start())
-        self._topic = ""
+        self._pending = []
 
-    def _tp(self, partition: int) -> Any:
-        return aiokafka.TopicPartition(self._topic, partition)
-
-    def assign(self, topic: str, starts: Mapping[int, Start]) -> None:
-        self._topic = topic
+    def assign(self, starts: Mapping[TP, Start]) -> None:
         consumer = self._consumer
 
         async def assign() -> None:
-            consumer.assign([self._tp(p) for p in starts])
-            for partition, start in starts.items():
-                tp = self._tp(partition)
+            consumer.assign([aiokafka.TopicPartition(*tp) for tp in starts])
+            for (topic, partition), start in starts.items():
+                tp = aiokafka.TopicPartition(topic, partition)
                 if start == EARLIEST:
                     await consumer.seek_to_beginning(tp)
                 elif start == LATEST:
@@ -547,36 +573,21 @@ class AioKafkaConsumer:
 
         self._runner.run(assign())
 
-    def positions(self) -> dict[int, int]:
+    def positions(self) -> dict[TP, int]:
         consumer = self._consumer
 
-        async def positions() -> dict[int, int]:
-            return {tp.partition: await consumer.position(tp) for tp in consumer.assignment()}
+        async def positions() -> dict[TP, int]:
+            return {
+                (tp.topic, tp.partition): await consumer.position(tp)
+                for tp in consumer.assignment()
+            }
 
-        return self._runner.run(asyncio.wait_for(positions(), 30))
+        result: dict[TP, int] = self._runner.run(asyncio.wait_for(positions(), 30))
+        return result
 
     def _poll(self, seconds: float) -> list[Stored]:
         batches = self._runner.run(self._consumer.getmany(timeout_ms=int(seconds * 1000)))
-        return [
-            Stored(tp.partition, m.offset, m.key, m.value, _headers(m.headers), m.timestamp)
-            for tp, messages in batches.items()
-            for m in messages
-        ]
-
-    def read(self, until: Mapping[int, int], timeout: float = 30.0) -> list[Stored]:
-        received: list[Stored] = []
-        deadline = time.monotonic() + timeout
-        while not _reached(received, until):
-            assert time.monotonic() < deadline, f"aiokafka: {_progress(received, until)}"
-            received += self._poll(0.2)
-        return received
-
-    def read_for(self, seconds: float) -> list[Stored]:
-        received: list[Stored] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            received += self._poll(0.1)
-        return received
+        return [_from_record(tp, m) for tp, messages in batches.items() for m in messages]
 
     def close(self) -> None:
         try:
@@ -636,12 +647,12 @@ def open_consumer() -> Iterator[OpenConsumer]:
 
 
 def consume(
-    library: str, bootstrap: str, topic: str, starts: Mapping[int, Start], until: Mapping[int, int]
+    library: str, bootstrap: str, starts: Mapping[TP, Start], until: Mapping[TP, int]
 ) -> list[Stored]:
     """One consumer of ``library``: assigned at ``starts``, read until ``until``, closed."""
     consumer = _CONSUMERS[library](bootstrap)
     try:
-        consumer.assign(topic, starts)
+        consumer.assign(starts)
         return consumer.read(until)
     finally:
         consumer.close()

@@ -58,6 +58,6 @@ def test_lines_produced_with_kcat_are_consumed_back_exactly(
     assert placed == "".join(f"0 {n} {line}|" for n, line in enumerate(LINES))
     # Another client reads the same records: what kcat sent is what the broker stored.
     consumer = open_consumer("confluent-kafka", bootstrap)
-    consumer.assign(topic, {0: EARLIEST})
-    values = [r.value for r in consumer.read({0: len(LINES)})]
+    consumer.assign({(topic, 0): EARLIEST})
+    values = [r.value for r in consumer.read({(topic, 0): len(LINES)})]
     assert values == [line.encode() for line in LINES]

@@ -16,6 +16,7 @@ from tests.remote.conftest import wait_until
 
 from .conftest import (
     EARLIEST,
+    TP,
     ClientConsumer,
     OpenConsumer,
     Stored,
@@ -26,6 +27,7 @@ from .conftest import (
     leader_of,
     listening,
     make_records,
+    on,
     produce,
 )
 
@@ -109,8 +111,8 @@ def test_acknowledged_records_survive_a_leader_stop_at_their_offsets(
     for partition, offset in acked:
         ends[partition] = max(ends.get(partition, 0), offset + 1)
     consumer = open_consumer("confluent-kafka", cluster.bootstrap_servers)
-    consumer.assign("t", dict.fromkeys(range(PARTITIONS), EARLIEST))
-    stored = {(r.partition, r.offset): r.value for r in consumer.read(ends)}
+    consumer.assign(on("t", dict.fromkeys(range(PARTITIONS), EARLIEST)))
+    stored = {(r.partition, r.offset): r.value for r in consumer.read(on("t", ends))}
     missing = {at: value for at, value in acked.items() if stored.get(at) != value}
     assert missing == {}, f"{len(missing)} acknowledged records not at their offsets"
 
@@ -125,7 +127,7 @@ STALE_LEADER = (
 )
 
 
-def _read_following(consumer: ClientConsumer, until: dict[int, int]) -> list[Stored]:
+def _read_following(consumer: ClientConsumer, until: dict[TP, int]) -> list[Stored]:
     try:
         return consumer.read(until)
     except kafka.errors.UnknownBrokerIdError as err:
@@ -136,7 +138,7 @@ def test_a_kafka_python_consumer_carries_on_across_a_leader_stop(
     cluster: EmbeddedCluster, open_consumer: OpenConsumer
 ) -> None:
     consumer = open_consumer("kafka-python", cluster.bootstrap_servers)
-    consumer.assign("t", dict.fromkeys(range(PARTITIONS), EARLIEST))
+    consumer.assign(on("t", dict.fromkeys(range(PARTITIONS), EARLIEST)))
     records = make_records(300, PARTITIONS, tag="phase")
     acked = produce("kafka-python", cluster.bootstrap_servers, "t", records[:100])
     received = consumer.read(end_offsets(acked))

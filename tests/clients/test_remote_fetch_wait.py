@@ -92,7 +92,7 @@ def test_a_remote_fetch_slower_than_the_wait_is_answered_empty_without_an_error(
 ) -> None:
     expired, fetches = slow_tier.expired(), slow_tier.fetches()
     consumer = open_consumer("confluent-kafka", slow_tier.cluster.bootstrap_servers)
-    consumer.assign("t", {0: 0})
+    consumer.assign({("t", 0): 0})
 
     # Several answers while every storage read is still running: each fetch came back at the
     # wait, not when its read finished. Any consumer error would fail read_for.
@@ -115,7 +115,7 @@ def test_raising_the_remote_wait_with_an_admin_client_lets_slow_reads_through(
     bootstrap = slow_tier.cluster.bootstrap_servers
     expired = slow_tier.expired()
     consumer = open_consumer("confluent-kafka", bootstrap)
-    consumer.assign("t", {0: 0})
+    consumer.assign({("t", 0): 0})
     wait_until(lambda: slow_tier.expired() > expired, "a remote fetch to expire")
 
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -28,6 +28,7 @@ from .conftest import (
     listening,
     make_records,
     meter_count,
+    on,
     produce,
     replica,
     unique_topic,
@@ -52,6 +53,7 @@ class TieredTopic:
         return self.cluster.bootstrap_servers
 
     def from_offsets(self, starts: dict[int, int]) -> list[Stored]:
+        """What a read from ``starts`` (per partition) gets."""
         return [r for r in self.acked if r.offset >= starts[r.partition]]
 
     def remote_fetches(self) -> int:
@@ -80,7 +82,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
         local_starts = wait_offloaded(cluster, TOPIC, PARTITIONS)
         ends = end_offsets(acked)
         for partition, start in local_starts.items():
-            assert 0 < start < ends[partition], "both tiers must hold records"
+            assert 0 < start < ends[TOPIC, partition], "both tiers must hold records"
         yield TieredTopic(cluster, acked, local_starts)
 
 
@@ -90,8 +92,8 @@ def test_a_read_from_earliest_crosses_from_the_remote_tier_into_the_local_one(
 ) -> None:
     remote_fetches = tiered.remote_fetches()
     consumer = open_consumer(library, tiered.bootstrap)
-    consumer.assign(TOPIC, dict.fromkeys(range(PARTITIONS), EARLIEST))
-    assert consumer.positions() == dict.fromkeys(range(PARTITIONS), 0)
+    consumer.assign(on(TOPIC, dict.fromkeys(range(PARTITIONS), EARLIEST)))
+    assert consumer.positions() == on(TOPIC, dict.fromkeys(range(PARTITIONS), 0))
 
     received = consumer.read(end_offsets(tiered.acked))
 
@@ -107,8 +109,8 @@ def test_a_read_from_a_timestamp_in_the_remote_tier(
     target = next(r for r in tiered.acked if r.partition == 0 and r.offset == 7)
     assert target.offset < tiered.local_starts[0]
     consumer = open_consumer(library, tiered.bootstrap)
-    consumer.assign(TOPIC, {0: At(target.timestamp - 1)})
-    assert consumer.positions() == {0: 7}
+    consumer.assign({(TOPIC, 0): At(target.timestamp - 1)})
+    assert consumer.positions() == {(TOPIC, 0): 7}
 
     wanted = [r for r in tiered.acked if r.partition == 0 and r.offset >= 7]
     assert_same_records(consumer.read(end_offsets(wanted)), wanted)
@@ -122,7 +124,7 @@ def test_a_read_from_latest_gets_only_records_produced_after_it(
     create_topic(tiered.cluster, topic, PARTITIONS, **TIERED_TOPIC)
     before = produce(library, tiered.bootstrap, topic, make_records(40, PARTITIONS, tag="old"))
     consumer = open_consumer(library, tiered.bootstrap)
-    consumer.assign(topic, dict.fromkeys(range(PARTITIONS), LATEST))
+    consumer.assign(on(topic, dict.fromkeys(range(PARTITIONS), LATEST)))
     assert consumer.positions() == end_offsets(before)
 
     after = produce(library, tiered.bootstrap, topic, make_records(30, PARTITIONS, tag="new"))
@@ -169,5 +171,5 @@ def test_list_offsets_earliest_local_and_latest_tiered_and_reads_from_them(
     ends = end_offsets(tiered.acked)
     for starts in (earliest_local, latest_tiered):
         consumer = open_consumer("confluent-kafka", tiered.bootstrap)
-        consumer.assign(TOPIC, starts)
+        consumer.assign(on(TOPIC, starts))
         assert_same_records(consumer.read(ends), tiered.from_offsets(starts))
