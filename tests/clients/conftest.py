@@ -559,10 +559,11 @@ class AioKafkaConsumer(_Reads):
             consumer.assign([aiokafka.TopicPartition(*tp) for tp in starts])
             for (topic, partition), start in starts.items():
                 tp = aiokafka.TopicPartition(topic, partition)
+                # Each waits for the reset, up to request_timeout_ms; False if not done.
                 if start == EARLIEST:
-                    await consumer.seek_to_beginning(tp)
+                    assert await consumer.seek_to_beginning(tp), f"{tp}: no earliest offset"
                 elif start == LATEST:
-                    await consumer.seek_to_end(tp)
+                    assert await consumer.seek_to_end(tp), f"{tp}: no latest offset"
                 elif isinstance(start, At):
                     found = await consumer.offsets_for_times({tp: start.timestamp})
                     assert found[tp] is not None, found
