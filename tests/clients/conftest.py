@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
+import kafka
 import pytest
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
@@ -31,7 +32,6 @@ from tests.remote.conftest import tiered_settings, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 aiokafka = pytest.importorskip("aiokafka")
-import kafka  # noqa: E402  (kafka-python is a runtime dependency: always there)
 
 LOOPBACK_ANY_PORT = "PLAINTEXT://127.0.0.1:0"
 LIBRARIES = ("confluent-kafka", "kafka-python", "aiokafka")
@@ -754,6 +754,19 @@ def stored_batches(cluster: EmbeddedCluster, topic: str, partition: int) -> list
     (answer,) = cluster.transport.send(leader, request).responses[0].partitions
     assert answer.error_code == p.NONE
     return list(iter_batches(answer.records))
+
+
+def fill(cluster: EmbeddedCluster, topic: str, records: list[Record]) -> list[Stored]:
+    """Sends ``records`` with confluent-kafka, 20 at a time: many small batches, so a topic with
+    small segments rolls many of them."""
+    producer = ConfluentProducer(cluster.bootstrap_servers, compression="none", idempotence=False)
+    acked: list[Stored] = []
+    try:
+        for chunk in range(0, len(records), 20):
+            acked += producer.send(topic, records[chunk : chunk + 20])
+    finally:
+        producer.close()
+    return acked
 
 
 def wait_offloaded(cluster: EmbeddedCluster, topic: str, partitions: int) -> dict[int, int]:

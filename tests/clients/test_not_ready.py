@@ -21,13 +21,13 @@ from .conftest import (
     EARLIEST,
     LIBRARIES,
     TIERED_TOPIC,
-    ConfluentProducer,
     OpenConsumer,
     Start,
     Stored,
     assert_same_records,
     create_topic,
     end_offsets,
+    fill,
     listening,
     make_records,
     meter_count,
@@ -74,16 +74,7 @@ def loading(tmp_path: Path) -> Iterator[Loading]:
     with cluster:
         create_topic(cluster, "t", 1, **TIERED_TOPIC)
         create_topic(cluster, "local", 1)
-        producer = ConfluentProducer(
-            cluster.bootstrap_servers, compression="none", idempotence=False
-        )
-        records = make_records(120, tag="tiered")
-        tiered: list[Stored] = []
-        try:
-            for chunk in range(0, len(records), 20):
-                tiered += producer.send("t", records[chunk : chunk + 20])
-        finally:
-            producer.close()
+        tiered = fill(cluster, "t", make_records(120, tag="tiered"))
         wait_offloaded(cluster, "t", 1)
         readiness.ready = False
         yield Loading(cluster, readiness, tiered)

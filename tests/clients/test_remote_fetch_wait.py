@@ -24,12 +24,12 @@ from tests.remote.conftest import StorageHistory, wait_until
 
 from .conftest import (
     TIERED_TOPIC,
-    ConfluentProducer,
     OpenConsumer,
     Stored,
     assert_same_records,
     create_topic,
     end_offsets,
+    fill,
     listening,
     make_records,
     meter_count,
@@ -69,16 +69,7 @@ def slow_tier(tmp_path: Path) -> Iterator[SlowTier]:
     )
     with cluster:
         create_topic(cluster, "t", 1, **TIERED_TOPIC)
-        producer = ConfluentProducer(
-            cluster.bootstrap_servers, compression="none", idempotence=False
-        )
-        records = make_records(140, tag="slow")
-        acked: list[Stored] = []
-        try:
-            for chunk in range(0, len(records), 20):
-                acked += producer.send("t", records[chunk : chunk + 20])
-        finally:
-            producer.close()
+        acked = fill(cluster, "t", make_records(140, tag="slow"))
         (local_start,) = wait_offloaded(cluster, "t", 1).values()
         history.fetch_delay = STORAGE_DELAY_S
         try:

@@ -19,12 +19,12 @@ from .conftest import (
     LIBRARIES,
     TIERED_TOPIC,
     At,
-    ConfluentProducer,
     OpenConsumer,
     Stored,
     assert_same_records,
     create_topic,
     end_offsets,
+    fill,
     listening,
     make_records,
     meter_count,
@@ -69,16 +69,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
     root = tmp_path_factory.mktemp("tiered")
     with listening(root / "data", remote_dir=root / "remote") as cluster:
         create_topic(cluster, TOPIC, PARTITIONS, **TIERED_TOPIC)
-        producer = ConfluentProducer(
-            cluster.bootstrap_servers, compression="none", idempotence=False
-        )
-        records = make_records(700, PARTITIONS, tag="tiered")
-        acked: list[Stored] = []
-        try:
-            for chunk in range(0, len(records), 20):  # many batches, so many segments
-                acked += producer.send(TOPIC, records[chunk : chunk + 20])
-        finally:
-            producer.close()
+        acked = fill(cluster, TOPIC, make_records(700, PARTITIONS, tag="tiered"))
         local_starts = wait_offloaded(cluster, TOPIC, PARTITIONS)
         ends = end_offsets(acked)
         for partition, start in local_starts.items():
