@@ -675,22 +675,22 @@ def create_topic(
     name: str,
     partitions: int = 1,
     replication_factor: int = 1,
-    **configs: object,
+    configs: Mapping[str, object] | None = None,
 ) -> None:
-    """Through tierlog's in-process admin; config keys with underscores for dots."""
+    """Through tierlog's in-process admin; returns once every partition has a leader."""
     topic = NewTopic(
         name,
         partitions,
         replication_factor,
-        configs={k.replace("_", "."): str(v) for k, v in configs.items()},
+        configs={key: str(value) for key, value in (configs or {}).items()},
     )
     with Admin(cluster.transport) as admin:
         admin.create_topics([topic])
-    for partition in range(partitions):
-        wait_until(
-            lambda p=partition: leader_of(cluster, name, p) is not None,
-            f"{name}-{partition} leader",
-        )
+
+    def led() -> bool:
+        return all(leader_of(cluster, name, p) is not None for p in range(partitions))
+
+    wait_until(led, f"every partition of {name} to have a leader")
 
 
 def leader_of(cluster: EmbeddedCluster, topic: str, partition: int) -> int | None:
@@ -735,10 +735,10 @@ def shared_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedde
 
 
 #: A tiered topic's configs: small segments, and local copies of tiered segments deleted soon.
-TIERED_TOPIC = {
-    "remote_storage_enable": "true",
-    "segment_bytes": 16 * 1024,
-    "local_retention_bytes": 1,
+TIERED_TOPIC: dict[str, object] = {
+    "remote.storage.enable": "true",
+    "segment.bytes": 16 * 1024,
+    "local.retention.bytes": 1,
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kafka
 import pytest
@@ -40,7 +41,7 @@ def cluster(tmp_path: Path) -> Iterator[EmbeddedCluster]:
     with listening(
         tmp_path, 3, replica_fetch_wait_max_ms=100, replica_fetch_backoff_ms=50
     ) as running:
-        create_topic(running, "t", PARTITIONS, 3, min_insync_replicas=2)
+        create_topic(running, "t", PARTITIONS, 3, {"min.insync.replicas": 2})
         yield running
 
 
@@ -58,12 +59,11 @@ class Stream:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stream-producer")
 
-    def _delivered(self, err: object, message: object) -> None:
+    def _delivered(self, err: object, message: Any) -> None:
         if err is not None:
             self.failed.append(f"{self.phase}: {err}")
         else:
-            m: confluent_kafka.Message = message  # type: ignore[assignment]
-            self.acked.append((self.phase, m.partition(), m.offset(), m.value()))
+            self.acked.append((self.phase, message.partition(), message.offset(), message.value()))
 
     def _run(self) -> None:
         n = 0

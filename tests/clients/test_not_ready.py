@@ -72,7 +72,7 @@ def loading(tmp_path: Path) -> Iterator[Loading]:
         tmp_path / "data", remote_dir=tmp_path / "remote", plugins={"ready": readiness}
     )
     with cluster:
-        create_topic(cluster, "t", 1, **TIERED_TOPIC)
+        create_topic(cluster, "t", 1, configs=TIERED_TOPIC)
         create_topic(cluster, "local", 1)
         tiered = fill(cluster, "t", make_records(120, tag="tiered"))
         wait_offloaded(cluster, "t", 1)

@@ -68,7 +68,7 @@ def slow_tier(tmp_path: Path) -> Iterator[SlowTier]:
         **{WAIT_KEY: SHORT_WAIT_MS},
     )
     with cluster:
-        create_topic(cluster, "t", 1, **TIERED_TOPIC)
+        create_topic(cluster, "t", 1, configs=TIERED_TOPIC)
         acked = fill(cluster, "t", make_records(140, tag="slow"))
         (local_start,) = wait_offloaded(cluster, "t", 1).values()
         history.fetch_delay = STORAGE_DELAY_S

@@ -68,7 +68,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TieredTopic]:
     partition only in the remote tier. Read-only for the tests."""
     root = tmp_path_factory.mktemp("tiered")
     with listening(root / "data", remote_dir=root / "remote") as cluster:
-        create_topic(cluster, TOPIC, PARTITIONS, **TIERED_TOPIC)
+        create_topic(cluster, TOPIC, PARTITIONS, configs=TIERED_TOPIC)
         acked = fill(cluster, TOPIC, make_records(700, PARTITIONS, tag="tiered"))
         local_starts = wait_offloaded(cluster, TOPIC, PARTITIONS)
         ends = end_offsets(acked)
@@ -112,7 +112,7 @@ def test_a_read_from_latest_gets_only_records_produced_after_it(
     tiered: TieredTopic, library: str, open_consumer: OpenConsumer
 ) -> None:
     topic = unique_topic("latest")
-    create_topic(tiered.cluster, topic, PARTITIONS, **TIERED_TOPIC)
+    create_topic(tiered.cluster, topic, PARTITIONS, configs=TIERED_TOPIC)
     before = produce(library, tiered.bootstrap, topic, make_records(40, PARTITIONS, tag="old"))
     consumer = open_consumer(library, tiered.bootstrap)
     consumer.assign(on(topic, dict.fromkeys(range(PARTITIONS), LATEST)))
