@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kafka
 import pytest
 from tierlog.cluster import EmbeddedCluster
 
@@ -17,10 +16,7 @@ from tests.remote.conftest import wait_until
 
 from .conftest import (
     EARLIEST,
-    TP,
-    ClientConsumer,
     OpenConsumer,
-    Stored,
     assert_same_records,
     confluent_kafka,
     create_topic,
@@ -117,23 +113,6 @@ def test_acknowledged_records_survive_a_leader_stop_at_their_offsets(
     assert missing == {}, f"{len(missing)} acknowledged records not at their offsets"
 
 
-#: Seen with kafka-python 3.0.12: its I/O thread refreshes metadata as soon as the stopping
-#: broker's listener closes, while that broker still leads; the answer names it as leader but no
-#: longer lists it among the brokers (Kafka would answer LEADER_NOT_AVAILABLE with leader -1).
-#: kafka-python then raises UnknownBrokerIdError from every poll and never refreshes again.
-STALE_LEADER = (
-    "Metadata names a leader that it does not list among the brokers (during a broker stop); "
-    "kafka-python raises UnknownBrokerIdError from poll"
-)
-
-
-def _read_following(consumer: ClientConsumer, until: dict[TP, int]) -> list[Stored]:
-    try:
-        return consumer.read(until)
-    except kafka.errors.UnknownBrokerIdError as err:
-        pytest.xfail(f"{STALE_LEADER}: {err!r}")
-
-
 def test_a_kafka_python_consumer_carries_on_across_a_leader_stop(
     cluster: EmbeddedCluster, open_consumer: OpenConsumer
 ) -> None:
@@ -149,10 +128,10 @@ def test_a_kafka_python_consumer_carries_on_across_a_leader_stop(
     # Bootstrapped from the brokers still up: kafka-python leaks the socket of a refused
     # bootstrap connection, which pytest reports as an error.
     acked += produce("kafka-python", cluster.bootstrap_servers, "t", records[100:200])
-    received += _read_following(consumer, end_offsets(acked))
+    received += consumer.read(end_offsets(acked))
 
     cluster.start_broker(victim)
     acked += produce("kafka-python", cluster.bootstrap_servers, "t", records[200:])
-    received += _read_following(consumer, end_offsets(acked))
+    received += consumer.read(end_offsets(acked))
 
     assert_same_records(received, acked)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from tierlog.cluster import EmbeddedCluster
 from tierlog.records import Compression
-from tierlog.wire import APIS
 
 from .conftest import (
     COMPRESSIONS,
@@ -23,22 +22,6 @@ from .conftest import (
     unique_topic,
 )
 
-FIND_COORDINATOR = 10
-INIT_PRODUCER_ID = 22
-
-#: An idempotent producer starts with InitProducerId; without it every client gives up.
-needs_init_producer_id = pytest.mark.xfail(
-    INIT_PRODUCER_ID not in APIS, reason="InitProducerId not served yet", strict=False
-)
-
-#: librdkafka takes FindCoordinator being advertised as the sign that a broker reads LZ4
-#: (rdkafka_feature.c); without it, it sends lz4 batches uncompressed, silently.
-lz4_needs_find_coordinator = pytest.mark.xfail(
-    FIND_COORDINATOR not in APIS,
-    reason="librdkafka disables LZ4 unless FindCoordinator (API 10) is advertised",
-    strict=True,
-)
-
 PARTITIONS = 3
 
 
@@ -46,16 +29,11 @@ def _cases() -> list[object]:
     cases: list[object] = []
     for library in LIBRARIES:
         for compression in COMPRESSIONS:
-            librdkafka_lz4 = library == "confluent-kafka" and compression == "lz4"
-            marks = [lz4_needs_find_coordinator] if librdkafka_lz4 else []
-            case_id = f"{library}-{compression}"
-            cases.append(pytest.param(library, compression, marks=marks, id=case_id))
+            cases.append(pytest.param(library, compression, id=f"{library}-{compression}"))
     return cases
 
 
-@pytest.mark.parametrize(
-    "idempotence", [False, pytest.param(True, marks=needs_init_producer_id)], ids=["plain", "idem"]
-)
+@pytest.mark.parametrize("idempotence", [False, True], ids=["plain", "idem"])
 @pytest.mark.parametrize(("library", "compression"), _cases())
 def test_produced_records_read_back_byte_exact_in_order(
     shared_cluster: EmbeddedCluster, library: str, compression: str, idempotence: bool

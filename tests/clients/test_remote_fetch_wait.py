@@ -18,7 +18,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from tierlog.cluster import EmbeddedCluster
-from tierlog.wire import APIS
 
 from tests.remote.conftest import StorageHistory, wait_until
 
@@ -36,7 +35,6 @@ from .conftest import (
     wait_offloaded,
 )
 
-INCREMENTAL_ALTER_CONFIGS = 44
 WAIT_KEY = "remote.fetch.max.wait.ms"
 #: Each remote segment read takes this long: far beyond the wait the broker starts with.
 STORAGE_DELAY_S = 0.3
@@ -92,14 +90,6 @@ def test_a_remote_fetch_slower_than_the_wait_is_answered_empty_without_an_error(
     assert slow_tier.fetches() >= fetches + 3
 
 
-needs_incremental_alter_configs = pytest.mark.xfail(
-    INCREMENTAL_ALTER_CONFIGS not in APIS,
-    reason="IncrementalAlterConfigs not served yet",
-    strict=False,
-)
-
-
-@needs_incremental_alter_configs
 def test_raising_the_remote_wait_with_an_admin_client_lets_slow_reads_through(
     slow_tier: SlowTier, open_consumer: OpenConsumer
 ) -> None:

@@ -25,6 +25,7 @@ from kafka.protocol.admin.topics import (
     ListPartitionReassignmentsRequest,
 )
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kafka.record import MemoryRecordsBuilder
@@ -396,3 +397,18 @@ def test_alter_configs_replaces_the_whole_dynamic_set(
     topic = cluster.controller.image().topic(name)
     assert topic is not None
     assert dict(topic.configs) == {"segment.ms": "7200000"}  # retention.ms back to its default
+
+
+@pytest.mark.parametrize("version", _versions(10))
+def test_find_coordinator_finds_none(raw: RawClient, version: int) -> None:
+    """No group or transaction coordinator yet: retriable COORDINATOR_NOT_AVAILABLE."""
+    if version < 4:
+        response = raw.call(FindCoordinatorRequest(key="group", key_type=0), version)
+        assert (response.error_code, response.node_id) == (15, -1)
+    else:
+        request = FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"])
+        coordinators = raw.call(request, version).coordinators
+        assert [(c.key, c.error_code, c.node_id) for c in coordinators] == [
+            ("a", 15, -1),
+            ("b", 15, -1),
+        ]

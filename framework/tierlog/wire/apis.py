@@ -18,6 +18,7 @@ import attrs
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
+from ..errors import LeaderNotAvailableError
 from ..server import protocol as p
 from .codec import MESSAGES, from_wire, to_wire
 from .endpoints import EndpointDirectory
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from ..server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+_LEADER_NOT_AVAILABLE = LeaderNotAvailableError.code or 5
 
 
 @attrs.frozen
@@ -154,7 +157,16 @@ def _metadata_request(ctx: RequestContext, message: Any, request: p.MetadataRequ
 
 
 def _metadata_response(ctx: RequestContext, answer: p.MetadataResponse, wire: Any) -> Any:
+    """Brokers at their advertised addresses; a partition whose leader is not among them (its
+    listener is down, the broker stopping) has no leader a client could reach:
+    LEADER_NOT_AVAILABLE, as Kafka answers while a leader is being elected."""
     wire.brokers = _advertised(ctx, wire.brokers, "node_id")
+    listed = {broker.node_id for broker in wire.brokers}
+    for topic in wire.topics:
+        for partition in topic.partitions:
+            if partition.error_code == 0 and partition.leader_id not in listed:
+                partition.error_code = _LEADER_NOT_AVAILABLE
+                partition.leader_id = p.NO_LEADER
     return wire
 
 
@@ -169,6 +181,42 @@ def _advertised(ctx: RequestContext, brokers: list[Any], id_field: str) -> list[
             broker.host, broker.port = endpoint.host, endpoint.port
             listed.append(broker)
     return listed
+
+
+# --- FindCoordinator -----------------------------------------------------------------------
+
+#: COORDINATOR_NOT_AVAILABLE: retriable, so a client asking keeps working and asks again later.
+_COORDINATOR_NOT_AVAILABLE = 15
+_NO_COORDINATOR = "tierlog has no group or transaction coordinator yet"
+
+
+def _find_coordinator(ctx: RequestContext, message: Any) -> ApiMessage:
+    """There is no coordinator to find (consumer groups and transactions are not served): every
+    key is answered COORDINATOR_NOT_AVAILABLE, as a Kafka cluster answers while its coordinator
+    is loading. Served at all because librdkafka takes FindCoordinator being advertised as the
+    sign of a broker that reads LZ4 batches, and otherwise sends them uncompressed."""
+    response = _response_class(10, ctx.version)
+    if ctx.version < 4:
+        return response(
+            error_code=_COORDINATOR_NOT_AVAILABLE,
+            error_message=_NO_COORDINATOR,
+            node_id=p.NO_LEADER,
+            host="",
+            port=-1,
+        )
+    return response(
+        coordinators=[
+            response.Coordinator(
+                key=key,
+                node_id=p.NO_LEADER,
+                host="",
+                port=-1,
+                error_code=_COORDINATOR_NOT_AVAILABLE,
+                error_message=_NO_COORDINATOR,
+            )
+            for key in message.coordinator_keys
+        ]
+    )
 
 
 # --- AlterConfigs --------------------------------------------------------------------------
@@ -224,6 +272,7 @@ APIS: dict[int, Api] = {
                 patch_response=_metadata_response,
             ),
         ),
+        Api(10, 0, 4, _find_coordinator),
         Api(18, 0, 4, _api_versions),
         Api(19, 0, 7, _generic(p.CreateTopicsRequest)),
         Api(20, 0, 6, _generic(p.DeleteTopicsRequest)),

@@ -52,6 +52,10 @@ from kafka.protocol.consumer.offsets import (
     OffsetForLeaderEpochResponse,
 )
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
@@ -66,6 +70,7 @@ MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (FetchRequest, FetchResponse),
         (ListOffsetsRequest, ListOffsetsResponse),
         (MetadataRequest, MetadataResponse),
+        (FindCoordinatorRequest, FindCoordinatorResponse),
         (ApiVersionsRequest, ApiVersionsResponse),
         (CreateTopicsRequest, CreateTopicsResponse),
         (DeleteTopicsRequest, DeleteTopicsResponse),
