@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..config import BrokerConfig
+from ..errors import BrokerNotAvailableError
 from ..metrics import MetricsRegistry
 from .apis import APIS, RequestContext, api_versions_response
 from .codec import FrameError, decode_request, encode_response, peek_header
@@ -119,7 +120,8 @@ class WireListener:
                 except OSError as err:
                     sock.close()
                     raise OSError(
-                        err.errno, f"broker {self.broker_id} cannot listen on {endpoint}: {err}"
+                        err.errno,
+                        f"broker {self.broker_id} cannot listen on {endpoint}: {err.strerror}",
                     ) from None
                 sock.listen(128)
                 sock.settimeout(_POLL_S)
@@ -312,6 +314,8 @@ class WireListener:
             started = time.perf_counter()
             response = api.handler(ctx, message)
             handled = time.perf_counter()
+        except BrokerNotAvailableError as err:
+            raise ConnectionClosed(str(err)) from None  # stopping: clients go to another broker
         finally:
             self._slots.release()
         if response is not None:
