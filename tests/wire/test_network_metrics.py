@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 from collections.abc import Callable
 
 from kafka.protocol.metadata.metadata import MetadataRequest
@@ -58,3 +60,29 @@ def test_requests_errors_and_connections_are_counted_with_kafkas_names_and_tags(
     assert MetricName("RequestMetrics", "TotalTimeMs", {"request": "Metadata"}) in (
         broker.plugin_host.metrics
     )
+
+
+def test_every_request_frame_read_whole_is_counted_whether_or_not_it_decodes(
+    make_listening: Callable[..., EmbeddedCluster],
+) -> None:
+    """Kafka's selector counts a completed receive (``request-rate``, ``incoming-byte-rate``)
+    before anything parses it; a frame cut short is no receive."""
+    cluster = make_listening()
+    with RawClient.to(cluster) as good:
+        good.call(MetadataRequest(topics=None), 12)
+    undecodable = struct.pack(">hhih", 3, 12, 1, -1) + b"\xff" * 10
+    with RawClient.to(cluster) as bad:
+        bad.sock.sendall(struct.pack(">i", len(undecodable)) + undecodable)
+        assert bad.sock.recv(10) == b""  # closed, after the frame was read whole
+    with RawClient.to(cluster) as cut:
+        cut.sock.sendall(struct.pack(">i", 100) + b"x" * 10)
+        cut.sock.shutdown(socket.SHUT_WR)
+        assert cut.sock.recv(10) == b""
+    requests = cluster.metric(0, "socket-server-metrics", "request-rate", listener="PLAINTEXT")
+    assert isinstance(requests, dict) and requests["count"] == 2
+    size = cluster.metric(0, "socket-server-metrics", "incoming-byte-rate", listener="PLAINTEXT")
+    metadata = MetadataRequest(topics=None)
+    metadata.API_VERSION = 12
+    metadata.with_header(correlation_id=1, client_id="raw-test")
+    expected = len(metadata.encode(header=True, framed=True)) + 4 + len(undecodable)
+    assert isinstance(size, dict) and size["count"] == expected

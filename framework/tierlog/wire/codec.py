@@ -115,7 +115,8 @@ def peek_header(frame: bytes) -> RequestHeader:
 def decode_request(frame: bytes, header: RequestHeader) -> tuple[ApiMessage, str | None]:
     """The request in ``frame`` and the client id of its header.
 
-    :raises FrameError: truncated, malformed, or with bytes left over.
+    :raises FrameError: truncated or malformed, or with a null where the schema allows none
+        (bytes after the request are ignored).
     """
     request_class = MESSAGES[header.api_key][0]
     try:
@@ -127,8 +128,48 @@ def decode_request(frame: bytes, header: RequestHeader) -> tuple[ApiMessage, str
             f"cannot decode {request_class.__name__} v{header.api_version}: "
             f"{type(err).__name__}: {err}"
         ) from None
+    _check_nulls(message, header.api_version, request_class.__name__)
     client_id = message.header.client_id
     return message, client_id if isinstance(client_id, str) else None
+
+
+def _check_nulls(message: Any, version: int, path: str) -> None:
+    """Kafka refuses a null where the schema allows none (``non-nullable field ... was
+    serialized as null``); the codec reads one as None, which no handler expects."""
+    message_class: Any = type(message)
+    for name, nullable, nested, is_array in _null_rules(message_class, version):
+        value = getattr(message, name)
+        if value is None:
+            if not nullable:
+                raise FrameError(f"non-nullable field {path}.{name} is null (v{version})")
+        elif nested and is_array:
+            for item in value:
+                _check_nulls(item, version, f"{path}.{name}")
+        elif nested:
+            _check_nulls(value, version, f"{path}.{name}")
+
+
+@cache
+def _null_rules(message_class: Any, version: int) -> tuple[tuple[str, bool, bool, bool], ...]:
+    """(name, nullable, is a struct, is an array) of each field at ``version`` that has a null
+    on the wire: strings, bytes, arrays and structs (the codec reads the all-zero uuid as
+    None too, but that is a value, not a null). Tagged fields may be absent, and then hold
+    their default."""
+    return tuple(
+        (
+            field.name,
+            bool(field.nullable_for_version_q(version)),
+            bool(field.is_struct() or field.is_struct_array()),
+            bool(field.is_array()),
+        )
+        for field in message_class._struct._fields
+        if field.for_version_q(version)
+        and not field.tagged_field_q(version)
+        and (field.is_array() or field.is_struct() or field.type_str in _NULLABLE_KINDS)
+    )
+
+
+_NULLABLE_KINDS = frozenset({"string", "bytes", "records"})
 
 
 def encode_response(response: ApiMessage, version: int, correlation_id: int) -> bytes:

@@ -10,8 +10,10 @@ connection flowing; ``queued.max.requests`` bounds how many requests are worked 
 Bad input closes the connection after one log line naming the problem and the peer, as Kafka
 does: a frame over ``socket.request.max.bytes`` or of negative size, a truncated or
 undecodable frame, an unknown API key or an unserved version (ApiVersions excepted: KIP-511
-answers it with UNSUPPORTED_VERSION and the versions served). Nothing a client sends reaches
-another connection or a partition it did not name.
+answers it with UNSUPPORTED_VERSION and the versions served). A request that decodes but
+carries bad data or a bad value (a corrupt record batch, an illegal topic name, a negative
+partition index) gets Kafka's error code, and one log line per request names what was refused
+and the peer. Nothing a client sends reaches another connection or a partition it did not name.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ import threading
 import time
 import typing
 from collections import Counter
-from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
 from ..config import BrokerConfig
 from ..errors import BrokerNotAvailableError
@@ -38,7 +40,7 @@ from .endpoints import (
     parse_listeners,
     parse_protocol_map,
 )
-from .metrics import NetworkMetrics, elapsed_ms
+from .metrics import NetworkMetrics, elapsed_ms, error_name
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -216,6 +218,7 @@ class WireListener:
         metrics = self._metrics.get(endpoint.name)
         if metrics is not None:
             metrics.connection_opened()
+        reader: BinaryIO | None = None
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.settimeout(self._idle_s)
@@ -224,12 +227,18 @@ class WireListener:
                 waiting_since = time.perf_counter()
                 frame = self._read_frame(reader)
                 received = time.perf_counter()
+                if metrics is not None:
+                    metrics.received(len(frame))
                 self._answer(conn, frame, peer, endpoint, metrics, received)
                 if metrics is not None:
                     metrics.waited(received - waiting_since, time.perf_counter() - received)
         except ConnectionClosed as why:
-            if str(why):
-                log.warning("broker %d: closing connection from %s: %s", self.broker_id, peer, why)
+            # The reason as text: the exception would keep this frame alive in any handler
+            # that holds records (and with it the connection's buffers).
+            if reason := str(why):
+                log.warning(
+                    "broker %d: closing connection from %s: %s", self.broker_id, peer, reason
+                )
         except TimeoutError:
             log.info(
                 "broker %d: closing connection from %s: idle for connections.max.idle.ms",
@@ -238,7 +247,7 @@ class WireListener:
             )
         except OSError as err:
             if not self._stopping.is_set():
-                log.debug("broker %d: connection from %s ended: %s", self.broker_id, peer, err)
+                log.debug("broker %d: connection from %s ended: %s", self.broker_id, peer, str(err))
         except Exception:
             log.exception("broker %d: connection from %s failed", self.broker_id, peer)
         finally:
@@ -247,6 +256,10 @@ class WireListener:
                 self._per_ip[ip] -= 1
                 if self._per_ip[ip] <= 0:
                     del self._per_ip[ip]
+            # The socket closes only when its reader does too: a reader left to the garbage
+            # collector would hold the connection open, unanswered, long after this thread.
+            if reader is not None:
+                reader.close()
             conn.close()
             if metrics is not None:
                 metrics.connection_closed()
@@ -319,6 +332,19 @@ class WireListener:
         finally:
             self._slots.release()
         if response is not None:
+            refused = list(refusals(response))
+            if refused:  # logged before the answer goes, so the client never sees it first
+                shown = "; ".join(refused[:_REFUSALS_SHOWN])
+                if len(refused) > _REFUSALS_SHOWN:
+                    shown += f"; and {len(refused) - _REFUSALS_SHOWN} more"
+                log.warning(
+                    "broker %d: refused %s v%d from %s: %s",
+                    self.broker_id,
+                    api.name,
+                    header.api_version,
+                    peer,
+                    shown,
+                )
             conn.sendall(encode_response(response, header.api_version, header.correlation_id))
         if metrics is not None:
             metrics.request_done(
@@ -329,6 +355,67 @@ class WireListener:
                 local_ms=(handled - started) * 1000.0,
                 send_ms=elapsed_ms(handled),
             )
+
+
+#: Error codes only a malformed request gets: its data or a value in it is wrong, not the state
+#: of the cluster (NOT_LEADER_OR_FOLLOWER and the like are a client's ordinary life).
+MALFORMED: Final = frozenset(
+    {
+        2,  # CORRUPT_MESSAGE
+        10,  # MESSAGE_TOO_LARGE
+        17,  # INVALID_TOPIC_EXCEPTION
+        18,  # RECORD_LIST_TOO_LARGE
+        21,  # INVALID_REQUIRED_ACKS
+        42,  # INVALID_REQUEST
+        87,  # INVALID_RECORD
+    }
+)
+_UNKNOWN_TOPIC_OR_PARTITION = 3
+_REFUSALS_SHOWN = 3
+_TOPIC_FIELDS = frozenset({"name", "topic"})
+_PARTITION_FIELDS = frozenset({"partition_index", "index", "partition"})
+
+
+def refusals(message: Any, topic: str | None = None) -> Iterator[str]:
+    """What an answer refuses for being malformed, one entry per topic, partition or request:
+    a code of :data:`MALFORMED`, or UNKNOWN_TOPIC_OR_PARTITION for a negative partition index.
+
+    Kafka answers these with the code alone; tierlog also logs them, once per request, so an
+    operator can tell which client sends bad data.
+    """
+    struct = getattr(type(message), "_struct", None)
+    if struct is None:
+        return
+    partition = code = text = None
+    for field in struct._fields:
+        value = getattr(message, field.name, None)
+        if value is None:
+            continue
+        if field.name in _TOPIC_FIELDS and isinstance(value, str):
+            topic = value
+        elif field.name in _PARTITION_FIELDS and isinstance(value, int):
+            partition = value
+        elif field.name == "error_code":
+            code = value
+        elif field.name == "error_message":
+            text = value
+        elif field.is_struct_array():
+            for item in value:
+                yield from refusals(item, topic)
+    if code in MALFORMED or (
+        code == _UNKNOWN_TOPIC_OR_PARTITION and partition is not None and partition < 0
+    ):
+        where = "the request" if topic is None else _shown(topic)
+        if partition is not None:
+            where += f"-{partition}"
+        yield f"{where}: {error_name(code)}" + (f" ({_shown(text, 200)})" if text else "")
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``text`` fit for one log line: a hostile name can be empty, huge or unprintable."""
+    if text and len(text) <= limit and text.isprintable():
+        return text
+    return repr(text[:limit]) + (f"... ({len(text)} characters)" if len(text) > limit else "")
 
 
 def _offset(endpoint: Endpoint, offset: int) -> Endpoint:

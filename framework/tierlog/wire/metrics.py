@@ -5,7 +5,9 @@
   timers ``TotalTimeMs``, ``RequestQueueTimeMs``, ``LocalTimeMs``, ``ResponseSendTimeMs``
   ``{request}`` in milliseconds.
 * ``socket-server-metrics{listener}``: ``connection-count`` (gauge),
-  ``connection-creation-rate`` (meter).
+  ``connection-creation-rate`` (meter), ``request-rate`` and ``incoming-byte-rate`` (meters:
+  every request frame read whole, and its bytes, size prefix included, as Kafka's selector
+  counts a completed receive, whether or not it then decodes).
 * ``SocketServer``: ``NetworkProcessorAvgIdlePercent``: the share of the connection threads'
   time spent waiting for the next request, since the gauge was last read (1.0 = all idle).
 """
@@ -67,6 +69,12 @@ class NetworkMetrics:
         self._creation = registry.meter(
             MetricName(SOCKET_SERVER_METRICS, "connection-creation-rate", self._listener_tags)
         )
+        self._received = registry.meter(
+            MetricName(SOCKET_SERVER_METRICS, "request-rate", self._listener_tags)
+        )
+        self._received_bytes = registry.meter(
+            MetricName(SOCKET_SERVER_METRICS, "incoming-byte-rate", self._listener_tags)
+        )
         registry.gauge(
             MetricName(SOCKET_SERVER, "NetworkProcessorAvgIdlePercent"), self._idle_share
         )
@@ -79,6 +87,11 @@ class NetworkMetrics:
     def connection_closed(self) -> None:
         with self._lock:
             self._connections -= 1
+
+    def received(self, frame_size: int) -> None:
+        """A request frame of ``frame_size`` bytes (prefix excluded) was read whole."""
+        self._received.mark()
+        self._received_bytes.mark(frame_size + 4)
 
     def waited(self, idle_s: float, busy_s: float) -> None:
         """A connection thread waited ``idle_s`` for a request and then worked ``busy_s``."""
@@ -129,6 +142,8 @@ class NetworkMetrics:
         for name in (
             MetricName(SOCKET_SERVER_METRICS, "connection-count", self._listener_tags),
             MetricName(SOCKET_SERVER_METRICS, "connection-creation-rate", self._listener_tags),
+            MetricName(SOCKET_SERVER_METRICS, "request-rate", self._listener_tags),
+            MetricName(SOCKET_SERVER_METRICS, "incoming-byte-rate", self._listener_tags),
             MetricName(SOCKET_SERVER, "NetworkProcessorAvgIdlePercent"),
         ):
             self.registry.remove(name)
