@@ -408,11 +408,6 @@ def test_acks_other_than_0_1_and_minus_1_get_invalid_required_acks(
     abused.assert_unharmed()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kafka closes the connection of an acks=0 produce that fails (its client hears of "
-    "nothing else); tierlog's Produce handler drops the answer, errors and all",
-)
 def test_a_corrupt_batch_with_acks_0_closes_the_connection(
     abused: Abused, broker_log: Callable[[], list[str]]
 ) -> None:

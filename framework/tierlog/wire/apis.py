@@ -22,6 +22,7 @@ from ..errors import LeaderNotAvailableError
 from ..server import protocol as p
 from .codec import MESSAGES, from_wire, to_wire
 from .endpoints import EndpointDirectory
+from .metrics import error_name
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _LEADER_NOT_AVAILABLE = LeaderNotAvailableError.code or 5
+
+
+class ConnectionClosed(Exception):
+    """The connection must close; the message says why, for the log."""
 
 
 @attrs.frozen
@@ -121,10 +126,27 @@ def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
         for partition in topic.partition_data:
             if partition.records is None:
                 partition.records = b""
-    answer = ctx.broker.handle(from_wire(message, p.ProduceRequest))
-    if message.acks == 0:
-        return None  # Kafka sends nothing back for acks=0; errors show in the broker's log
-    return to_wire(answer, _response_class(0, ctx.version))
+    request = from_wire(message, p.ProduceRequest)
+    if request.acks == p.Acks.NONE:
+        # Appended as acks=1 is (the leader alone), so the results exist to act on; the
+        # client is sent nothing.
+        answer = ctx.broker.handle(attrs.evolve(request, acks=p.Acks.LEADER))
+        assert isinstance(answer, p.ProduceResponse)
+        _close_on_failure(answer)
+        return None
+    return to_wire(ctx.broker.handle(request), _response_class(0, ctx.version))
+
+
+def _close_on_failure(answer: p.ProduceResponse) -> None:
+    """An acks=0 producer hears of nothing but a closed connection, so a failed acks=0 produce
+    closes it, as Kafka does: the client then refreshes its metadata and learns of the trouble."""
+    for topic in answer.responses:
+        for partition in topic.partition_responses:
+            if partition.error_code != p.NONE:
+                raise ConnectionClosed(
+                    f"acks=0 produce to {topic.name}-{partition.index} failed with "
+                    f"{error_name(partition.error_code)}: {partition.error_message}"
+                )
 
 
 # --- Fetch ---------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Final
 from ..config import BrokerConfig
 from ..errors import BrokerNotAvailableError
 from ..metrics import MetricsRegistry
-from .apis import APIS, RequestContext, api_versions_response
+from .apis import APIS, ConnectionClosed, RequestContext, api_versions_response
 from .codec import FrameError, decode_request, encode_response, peek_header
 from .endpoints import (
     Endpoint,
@@ -51,10 +51,6 @@ _API_VERSIONS_KEY = 18
 _UNSUPPORTED_VERSION = 35  # UNSUPPORTED_VERSION
 #: How often blocked accept/read calls look at whether the listener is stopping.
 _POLL_S = 0.5
-
-
-class ConnectionClosed(Exception):
-    """The connection must close; the message says why, for the log."""
 
 
 class WireListener:
