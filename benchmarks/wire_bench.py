@@ -37,6 +37,7 @@ from typing import Any
 
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
+from tierlog.demo import demo_settings
 from tierlog.model import TopicPartition
 from tierlog.wire.apis import APIS
 
@@ -56,17 +57,8 @@ VERSIONS = {key: (api.min_version, api.max_version) for key, api in APIS.items()
 
 
 def broker_settings(data_dir: Path) -> dict[str, object]:
-    """The demo's tiering settings (``tierlog.demo.demo_settings``), listening on a free port."""
-    return {
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "remote.log.storage.system.enable": "true",
-        "remote.log.storage.manager.name": "fsspec",
-        "rsm.config.url": (data_dir / "remote").resolve().as_uri(),
-        "rsm.config.chunk.size": str(256 * 1024),
-        "rsm.config.compression": "zstd",
-        "remote.log.manager.task.interval.ms": "200",
-        "log.retention.check.interval.ms": "200",
-    }
+    """The demo's settings: tiering on, fsspec under ``data_dir``, a listener on a free port."""
+    return demo_settings(data_dir)
 
 
 def client(job: str, **args: Any) -> dict[str, Any]:

@@ -86,14 +86,23 @@ def produce_request(topic: str, records: bytes, partition: int = 0, acks: int = 
     )
 
 
-def fetch_request(topic: str, offset: int, *, max_wait_ms: int = 0, partition: int = 0) -> Any:
-    """A sessionless consumer Fetch of one partition, up to 1 MiB."""
+def fetch_request(
+    topic: str,
+    offset: int,
+    *,
+    max_wait_ms: int = 0,
+    partition: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+) -> Any:
+    """A sessionless consumer Fetch of one partition."""
     f = FetchRequest
     return f(
         replica_id=-1,
         max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
@@ -107,7 +116,7 @@ def fetch_request(topic: str, offset: int, *, max_wait_ms: int = 0, partition: i
                         fetch_offset=offset,
                         last_fetched_epoch=-1,
                         log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
+                        partition_max_bytes=partition_max_bytes,
                     )
                 ],
             )
