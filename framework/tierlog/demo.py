@@ -1,12 +1,14 @@
 """The end-to-end demo behind ``tierlog demo``, on embedded defaults.
 
 An embedded one-broker cluster runs on local directories with tiering switched on (the fsspec
-storage plugin on a local directory, the built-in metadata manager). A producer writes a keyed
-workload to a three-partition tiered topic through the Python client. The broker's remote log
-manager tiers every rolled segment on its own (COPY_SEGMENT_STARTED, upload,
-COPY_SEGMENT_FINISHED) and local retention then deletes the local copies; the demo waits for
-both. A consumer then reads everything back from the earliest offset, from the remote tier first
-and the local one after, and every record is checked byte for byte against what was produced.
+storage plugin on a local directory, the built-in metadata manager) and listens for Kafka clients
+on a free port of 127.0.0.1. Everything a user would do goes through that listener with a real
+Kafka client library, kafka-python: an admin client creates a three-partition tiered topic and a
+producer writes a keyed workload to it. The broker's remote log manager tiers every rolled
+segment on its own (COPY_SEGMENT_STARTED, upload, COPY_SEGMENT_FINISHED) and local retention then
+deletes the local copies; the demo waits for both, looking into the broker. A consumer then reads
+everything back from the earliest offset, from the remote tier first and the local one after,
+and every record is checked byte for byte against what was produced.
 """
 
 from __future__ import annotations
@@ -18,16 +20,26 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import kafka
+from kafka.admin import KafkaAdminClient
+from kafka.admin import NewTopic as KafkaNewTopic
 
-from .client import Admin, Consumer, NewTopic, Producer
 from .cluster import EmbeddedCluster
 from .metrics import MetricName
-from .model import RemoteLogSegmentState, TopicIdPartition, TopicPartition
+from .model import RemoteLogSegmentState, TopicIdPartition
 from .server.broker import Broker
+from .wire import APIS
 
 TOPIC = "orders"
 PARTITIONS = 3
+INIT_PRODUCER_ID = 22
 Progress = Callable[[str, int, int], None]
+
+
+def idempotence_served() -> bool:
+    """kafka-python's idempotent producer (its default) needs InitProducerId; the demo turns it
+    on as soon as the listener serves that API."""
+    return INIT_PRODUCER_ID in APIS
 
 
 @attrs.define
@@ -52,12 +64,17 @@ class DemoReport:
     storage_plugin: str = ""
     metadata_plugin: str = ""
     remote_url: str = ""
+    bootstrap_servers: str = ""
+    client: str = ""
+    wire_requests: dict[str, int] = attrs.field(factory=dict)
     notes: list[str] = attrs.field(factory=list)
 
 
 def demo_settings(data_dir: Path) -> dict[str, object]:
-    """Embedded defaults: tiering on, fsspec storage under ``<data_dir>/remote``."""
+    """Embedded defaults: tiering on, fsspec storage under ``<data_dir>/remote``, a listener on
+    a free port of the loopback address."""
     return {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
         "remote.log.storage.system.enable": "true",
         "remote.log.storage.manager.name": "fsspec",
         "rsm.config.url": (data_dir / "remote").resolve().as_uri(),
@@ -82,9 +99,31 @@ def workload(records: int, seed: int = 7) -> list[tuple[bytes, bytes]]:
     return orders
 
 
-def produce(cluster: EmbeddedCluster, orders: list[tuple[bytes, bytes]], step: Progress) -> None:
-    settings = {"compression.type": "zstd", "linger.ms": 5, "acks": "all"}
-    with Producer(cluster.transport, settings) as producer:
+def create_topic(bootstrap: str, segment_bytes: int) -> None:
+    """The tiered topic, created over the wire (CreateTopics) as any Kafka admin tool would."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="tierlog-demo")
+    try:
+        configs = {
+            "segment.bytes": str(segment_bytes),
+            "remote.storage.enable": "true",
+            "local.retention.bytes": "1",
+        }
+        admin.create_topics([KafkaNewTopic(TOPIC, PARTITIONS, 1, topic_configs=configs)])
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, orders: list[tuple[bytes, bytes]], step: Progress) -> None:
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id="tierlog-demo",
+        compression_type="zstd",
+        batch_size=64 * 1024,  # fewer, larger requests: the client's send loop is the bottleneck
+        linger_ms=10,
+        acks="all",
+        enable_idempotence=idempotence_served(),
+    )
+    try:
         futures = []
         for n, (key, value) in enumerate(orders, 1):
             futures.append(producer.send(TOPIC, value, key=key))
@@ -92,23 +131,31 @@ def produce(cluster: EmbeddedCluster, orders: list[tuple[bytes, bytes]], step: P
                 step("producing", n, len(orders))
         producer.flush()
         for future in futures:
-            future.result()
+            future.get(timeout=60)  # raises what the broker answered for a failed batch
+    finally:
+        producer.close()
 
 
-def consume(cluster: EmbeddedCluster, expected: int, step: Progress) -> dict[int, list[Any]]:
-    """Every record of every partition, from the earliest offset."""
-    partitions = [TopicPartition(TOPIC, n) for n in range(PARTITIONS)]
+def consume(bootstrap: str, expected: int, step: Progress) -> dict[int, list[Any]]:
+    """Every record of every partition, from the earliest offset (no group: ``assign``)."""
     by_partition: dict[int, list[Any]] = {n: [] for n in range(PARTITIONS)}
-    consumer = Consumer(cluster.transport, {"auto.offset.reset": "earliest"})
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        client_id="tierlog-demo",
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=5000,
+    )
     try:
-        consumer.assign(partitions)
+        consumer.assign([kafka.TopicPartition(TOPIC, n) for n in range(PARTITIONS)])
         got, idle = 0, 0
         while got < expected and idle < 50:
-            batch = consumer.poll(timeout_ms=200)
-            idle = 0 if batch else idle + 1
-            for record in batch:
-                by_partition[record.partition].append(record)
-            got += len(batch)
+            batches = consumer.poll(timeout_ms=200)
+            idle = 0 if batches else idle + 1
+            for partition, records in batches.items():
+                by_partition[partition.partition].extend(records)
+                got += len(records)
             step("consuming", got, expected)
     finally:
         consumer.close()
@@ -186,6 +233,18 @@ def remote_fetch_figures(broker: Broker, report: DemoReport) -> None:
         report.remote_fetch_p99_ms = float(snapshot.get("p99", 0.0))
 
 
+def wire_request_counts(cluster: EmbeddedCluster, report: DemoReport) -> None:
+    """Requests the listener answered, per API (Kafka's ``RequestMetrics`` meters)."""
+    counts: dict[str, int] = {}
+    for name, value in cluster.metrics(
+        cluster.broker_ids[0], "RequestMetrics", "RequestsPerSec"
+    ).items():
+        request = dict(name.tags)["request"]
+        assert isinstance(value, dict)
+        counts[request] = counts.get(request, 0) + int(value["count"])
+    report.wire_requests = counts
+
+
 def run_demo(
     data_dir: Path,
     *,
@@ -193,23 +252,23 @@ def run_demo(
     segment_bytes: int = 256 * 1024,
     progress: Progress | None = None,
 ) -> DemoReport:
-    """Produce, consume and verify through an embedded cluster, then tier and verify remotely."""
+    """Create, produce, tier, consume back from both tiers and verify, all through the Kafka
+    listener of an embedded cluster."""
     step = progress or (lambda _what, _done, _total: None)
     report = DemoReport(records=records)
     settings = demo_settings(data_dir)
     report.remote_url = str(settings["rsm.config.url"])
     orders = workload(records)
-    with EmbeddedCluster(size=1, data_dir=data_dir / "cluster", config=settings) as cluster:
+    report.client = f"kafka-python {kafka.__version__}" + (
+        " (idempotent)" if idempotence_served() else ""
+    )
+    cluster = EmbeddedCluster(size=1, data_dir=data_dir / "cluster", config=settings, listen=True)
+    with cluster:
         broker = cluster.broker(cluster.broker_ids[0])
-        with Admin(cluster.transport) as admin:
-            topic_configs = {
-                "segment.bytes": str(segment_bytes),
-                "remote.storage.enable": "true",
-                "local.retention.bytes": "1",
-            }
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1, configs=topic_configs)])
+        bootstrap = report.bootstrap_servers = cluster.bootstrap_servers
+        create_topic(bootstrap, segment_bytes)
         started = time.perf_counter()
-        produce(cluster, orders, step)
+        produce(bootstrap, orders, step)
         report.produce_seconds = time.perf_counter() - started
         started = time.perf_counter()
         wait_for_tiering(broker, step)
@@ -219,7 +278,7 @@ def run_demo(
             tp.partition: plog.local_log_start_offset for tp, plog in _tiered_partitions(broker)
         }
         started = time.perf_counter()
-        consumed = consume(cluster, records, step)
+        consumed = consume(bootstrap, records, step)
         report.consume_seconds = time.perf_counter() - started
         report.consumed = check_consumed(orders, consumed)
         report.remote_records_verified = sum(
@@ -229,6 +288,7 @@ def run_demo(
             if record.offset < local_starts[n]
         )
         remote_fetch_figures(broker, report)
+        wire_request_counts(cluster, report)
     remote_files = [p for p in (data_dir / "remote").rglob("*") if p.is_file()]
     report.remote_objects = len(remote_files)
     report.remote_object_bytes = sum(p.stat().st_size for p in remote_files)
@@ -237,6 +297,12 @@ def run_demo(
 
 def summary_rows(report: DemoReport) -> list[tuple[str, Any]]:
     return [
+        ("bootstrap servers", report.bootstrap_servers),
+        ("Kafka client", report.client),
+        (
+            "requests served: Produce / Fetch",
+            f"{report.wire_requests.get('Produce', 0)} / {report.wire_requests.get('Fetch', 0)}",
+        ),
         ("records produced / consumed", f"{report.records} / {report.consumed}"),
         ("produce throughput", f"{report.records / max(report.produce_seconds, 1e-9):,.0f} rec/s"),
         ("consume throughput", f"{report.consumed / max(report.consume_seconds, 1e-9):,.0f} rec/s"),

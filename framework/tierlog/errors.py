@@ -249,6 +249,24 @@ class OffsetNotAvailableError(RetriableError):
     code, kafka_name = 78, "OFFSET_NOT_AVAILABLE"
 
 
+class PreferredLeaderNotAvailableError(RetriableError):
+    """A preferred leader election found the preferred replica down or out of the ISR."""
+
+    code, kafka_name = 80, "PREFERRED_LEADER_NOT_AVAILABLE"
+
+
+class EligibleLeadersNotAvailableError(RetriableError):
+    """An election found no live replica that may lead."""
+
+    code, kafka_name = 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE"
+
+
+class ElectionNotNeededError(RetriableError):
+    """The partition already has the leader the election would give it."""
+
+    code, kafka_name = 84, "ELECTION_NOT_NEEDED"
+
+
 class NoReassignmentInProgressError(TierlogError):
     """A reassignment was cancelled for a partition that has none under way."""
 
@@ -274,6 +292,16 @@ class OffsetMovedToTieredStorageError(TierlogError):
     """The offset is below the leader's local log start; only followers ever get this."""
 
     code, kafka_name = 109, "OFFSET_MOVED_TO_TIERED_STORAGE"
+
+
+class MismatchedEndpointTypeError(TierlogError):
+    """A DescribeCluster asked a broker for the controllers' endpoints."""
+
+    code, kafka_name = 114, "MISMATCHED_ENDPOINT_TYPE"
+
+
+class UnsupportedEndpointTypeError(TierlogError):
+    code, kafka_name = 115, "UNSUPPORTED_ENDPOINT_TYPE"
 
 
 # --- remote storage: raised by storage and metadata plugins ----------------------------------

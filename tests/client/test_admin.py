@@ -6,9 +6,13 @@ from collections.abc import Callable
 
 import pytest
 from tierlog.client import Admin, Producer
-from tierlog.client.admin import AlterConfig, ConfigResource, NewTopic
+from tierlog.client.admin import AlterConfig, ConfigResource, NewPartitions, NewTopic
 from tierlog.cluster import EmbeddedCluster
-from tierlog.errors import UnknownTopicOrPartitionError
+from tierlog.errors import (
+    ElectionNotNeededError,
+    InvalidPartitionsError,
+    UnknownTopicOrPartitionError,
+)
 from tierlog.model import TopicPartition
 from tierlog.server import protocol as p
 
@@ -95,3 +99,28 @@ def test_a_closed_admin_refuses_calls(cluster: EmbeddedCluster) -> None:
     admin.close()
     with pytest.raises(ClientClosedError):
         admin.list_topics()
+
+
+def test_create_partitions(admin: Admin) -> None:
+    admin.create_topics([NewTopic("grown", 1, 2)])
+
+    admin.create_partitions({"grown": NewPartitions.increase_to(3)})
+    admin.create_partitions({"grown": NewPartitions.increase_to(4, [[2, 0]])})
+
+    described = admin.describe_topics(["grown"])["grown"]
+    assert described.num_partitions == 4
+    assert described.partitions[3].replicas == (2, 0)
+    with pytest.raises(InvalidPartitionsError, match="higher than the requested 2"):
+        admin.create_partitions({"grown": NewPartitions.increase_to(2)})
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.create_partitions({"missing": NewPartitions.increase_to(2)}, timeout_ms=200)
+
+
+def test_elect_leaders(admin: Admin) -> None:
+    admin.create_topics([NewTopic("elected", 2, 3)])
+
+    outcomes = admin.elect_leaders(p.ElectionType.PREFERRED, [TopicPartition("elected", 0)])
+
+    assert list(outcomes) == [TopicPartition("elected", 0)]
+    assert isinstance(outcomes[TopicPartition("elected", 0)], ElectionNotNeededError)
+    assert admin.elect_leaders(p.ElectionType.PREFERRED) == {}

@@ -9,6 +9,8 @@ from concurrent.futures import Future
 from tierlog.client import Admin, Consumer, Producer, RecordMetadata
 from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import (
+    BrokerNotAvailableError,
+    InvalidRequestError,
     InvalidRequiredAcksError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -40,7 +42,11 @@ class LosingAnswers(Transport):
             raise RequestTimedOutError(f"the answer to a produce on broker {broker_id} was lost")
         assert isinstance(
             response,
-            p.ProduceResponse | p.FetchResponse | p.MetadataResponse | p.ListOffsetsResponse,
+            p.ProduceResponse
+            | p.FetchResponse
+            | p.MetadataResponse
+            | p.ListOffsetsResponse
+            | p.InitProducerIdResponse,
         )
         return response
 
@@ -124,9 +130,9 @@ def test_a_non_retriable_error_fails_the_futures_with_its_class(
 ) -> None:
     create_topic(admin, "refused", 1)
     producer = make_producer()
+    assert producer.send("refused", b"first").result().offset == 0
     assert 0 <= producer.producer_id < 1 << 63
     assert producer.producer_epoch == 0
-    assert producer.send("refused", b"first").result().offset == 0
     fault = cluster.transport.faults.add(
         lambda _broker, request: isinstance(request, p.ProduceRequest),
         error=InvalidRequiredAcksError,
@@ -141,3 +147,49 @@ def test_a_non_retriable_error_fails_the_futures_with_its_class(
     assert producer.send("refused", b"kept").result().offset == 1
     counts = _values(make_consumer({"auto.offset.reset": "earliest"}), "refused", 1, 2)
     assert counts == Counter({b"first": 1, b"kept": 1})
+
+
+def test_producers_get_distinct_ids_from_the_brokers(
+    cluster: EmbeddedCluster, admin: Admin, make_producer: Callable[..., Producer]
+) -> None:
+    create_topic(admin, "ids", 1)
+    producers = [make_producer() for _ in range(4)]
+    assert all(producer.producer_id == -1 for producer in producers)
+
+    for producer in producers:
+        producer.send("ids", b"v").result()
+
+    ids = [producer.producer_id for producer in producers]
+    assert len(set(ids)) == 4 and min(ids) >= 0
+    assert all(producer.producer_epoch == 0 for producer in producers)
+
+
+def test_a_retriable_init_producer_id_failure_is_retried(
+    cluster: EmbeddedCluster, admin: Admin, make_producer: Callable[..., Producer]
+) -> None:
+    create_topic(admin, "retried", 1)
+    fault = cluster.transport.faults.add(
+        lambda _broker, request: isinstance(request, p.InitProducerIdRequest),
+        error=BrokerNotAvailableError,
+        times=3,
+    )
+    producer = make_producer()
+
+    assert producer.send("retried", b"v").result().offset == 0
+    assert fault.hits == 3
+    assert producer.producer_id >= 0
+
+
+def test_a_refused_init_producer_id_fails_the_records(
+    cluster: EmbeddedCluster, admin: Admin, make_producer: Callable[..., Producer]
+) -> None:
+    create_topic(admin, "refused-id", 1)
+    cluster.transport.faults.add(
+        lambda _broker, request: isinstance(request, p.InitProducerIdRequest),
+        error=InvalidRequestError,
+        times=1,
+    )
+    producer = make_producer()
+
+    assert isinstance(producer.send("refused-id", b"lost").exception(), InvalidRequestError)
+    assert producer.send("refused-id", b"kept").result().offset == 0

@@ -8,13 +8,16 @@ import urllib.error
 import urllib.request
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from tierlog.metrics import (
+    LabelledRegistriesCollector,
     MetricName,
     MetricsRegistry,
     prometheus_labels,
     prometheus_name,
     prometheus_text,
+    serve_collector,
     serve_prometheus,
 )
 
@@ -188,3 +191,50 @@ def test_serve_prometheus_answers_scrapes_until_closed() -> None:
     assert parse(again)[1][(name, labels())] == 10  # read per scrape, not cached
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(url, timeout=10)
+
+
+def scrape(collector: LabelledRegistriesCollector) -> str:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return generate_latest(registry).decode("utf-8")
+
+
+def test_several_registries_share_each_family_one_series_per_broker() -> None:
+    brokers = {"0": MetricsRegistry(), "1": MetricsRegistry()}
+    for broker_id, registry in brokers.items():
+        registry.meter(COPY_BYTES).mark(10 + int(broker_id))
+        registry.gauge(MetricName("G", "N", {"broker": "theirs"})).set(1)
+    registries = dict(brokers)
+    collector = LabelledRegistriesCollector(lambda: registries)
+
+    types, series = parse(scrape(collector))
+
+    name = "tierlog_brokertopicmetrics_remotecopybytespersec"
+    assert types[name] == "counter"
+    assert series[(f"{name}_total", labels(topic="t", broker="0"))] == 10
+    assert series[(f"{name}_total", labels(topic="t", broker="1"))] == 11
+    # a metric's own tag named like the label is kept, renamed as Prometheus does
+    assert series[("tierlog_g_n", labels(exported_broker="theirs", broker="1"))] == 1
+    del registries["1"]  # read per scrape: a stopped broker's series go away
+    _, series = parse(scrape(collector))
+    assert {dict(key[1])["broker"] for key in series} == {"0"}
+
+
+@pytest.mark.parametrize("label", ["", "0broker", "bro-ker", "quantile", "__name__"])
+def test_the_registry_label_must_be_a_usable_label_name(label: str) -> None:
+    with pytest.raises(ValueError, match="label name"):
+        LabelledRegistriesCollector(dict, label=label)
+
+
+def test_serve_collector_serves_every_registry() -> None:
+    brokers = {str(n): MetricsRegistry() for n in range(2)}
+    for registry in brokers.values():
+        registry.counter(MetricName("C", "N")).inc()
+    try:
+        server = serve_collector(LabelledRegistriesCollector(lambda: brokers), 0)
+    except OSError as err:  # no loopback networking where the tests run
+        pytest.skip(f"cannot bind 127.0.0.1:0: {err}")
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    with server, urllib.request.urlopen(url, timeout=10) as response:
+        _, series = parse(response.read().decode("utf-8"))
+    assert series == {("tierlog_c_n_total", labels(broker=b)): 1 for b in brokers}

@@ -130,7 +130,7 @@ def test_a_restarted_broker_takes_its_directory_back(tmp_path: Path) -> None:
 def test_a_second_process_fails_naming_the_directory_and_this_process(tmp_path: Path) -> None:
     data = tmp_path / "data"
     config = tmp_path / "server.properties"
-    config.write_text("num.partitions=1\n")
+    config.write_text("num.partitions=1\nlisteners=PLAINTEXT://127.0.0.1:0\n")
     with EmbeddedCluster(1, data) as first:
         client = produce_kept(first)
 
@@ -158,7 +158,7 @@ def test_a_process_killed_with_sigkill_leaves_the_directory_free(tmp_path: Path)
     with EmbeddedCluster(1, data) as cluster:
         produce_kept(cluster)
     config = tmp_path / "server.properties"
-    config.write_text("num.partitions=1\n")
+    config.write_text("num.partitions=1\nlisteners=PLAINTEXT://127.0.0.1:0\n")
     holder = run_process(config, data)
     try:
         wait_until_serving(holder)

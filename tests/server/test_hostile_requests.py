@@ -760,6 +760,7 @@ ONE_OF_EACH: list[p.Request] = [
     p.CreateTopicsRequest([p.CreatableTopic("t")]),
     p.DeleteTopicsRequest(["t"], topics=[p.DeleteTopicState(None, ZERO_UUID)]),
     p.DeleteRecordsRequest([p.DeleteRecordsTopic("t", [p.DeleteRecordsPartition(0, 0)])]),
+    p.InitProducerIdRequest(),
     p.OffsetsForLeaderEpochRequest(
         [p.OffsetForLeaderTopic("t", [p.OffsetForLeaderPartition(0, 0)])]
     ),
@@ -767,9 +768,12 @@ ONE_OF_EACH: list[p.Request] = [
         [p.WritableTxnMarker(1, 0, True, [p.WritableTxnMarkerTopic("t", [0])])]
     ),
     p.DescribeConfigsRequest([p.DescribeConfigsResource(TOPIC, "t")]),
+    p.CreatePartitionsRequest([p.CreatePartitionsTopic("t", 2)]),
+    p.ElectLeadersRequest(0, [p.TopicPartitions("t", [0])]),
     p.IncrementalAlterConfigsRequest([p.AlterConfigsResource(TOPIC, "t", [])]),
     p.AlterPartitionReassignmentsRequest([p.ReassignableTopic("t", [p.ReassignablePartition(0)])]),
     p.ListPartitionReassignmentsRequest(),
+    p.DescribeClusterRequest(),
     p.LeaderAndIsrRequest(0, 0, [p.LeaderAndIsrPartitionState("t", 0, 0, 0, [0])]),
     p.StopReplicaRequest(0, 0, [p.StopReplicaPartitionState("t", 0)]),
 ]

@@ -8,6 +8,8 @@ import struct
 from types import TracebackType
 from typing import Any, Self
 
+from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.producer.produce import ProduceRequest
 from tierlog.cluster import EmbeddedCluster
 
 
@@ -64,3 +66,61 @@ class RawClient:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def produce_request(topic: str, records: bytes, partition: int = 0, acks: int = -1) -> Any:
+    """A Produce of one batch to one partition."""
+    r = ProduceRequest
+    return r(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=10_000,
+        topic_data=[
+            r.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    r.TopicProduceData.PartitionProduceData(index=partition, records=records)
+                ],
+            )
+        ],
+    )
+
+
+def fetch_request(
+    topic: str,
+    offset: int,
+    *,
+    max_wait_ms: int = 0,
+    partition: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 1 << 20,
+    partition_max_bytes: int = 1 << 20,
+) -> Any:
+    """A sessionless consumer Fetch of one partition."""
+    f = FetchRequest
+    return f(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            f.FetchTopic(
+                topic=topic,
+                partitions=[
+                    f.FetchTopic.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=partition_max_bytes,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )

@@ -6,13 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kafka.protocol.consumer.fetch import FetchRequest
-from kafka.protocol.producer.produce import ProduceRequest
 from kafka.record import MemoryRecordsBuilder
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
 
-from .raw import RawClient
+from .raw import RawClient, fetch_request, produce_request
 
 #: Bytes 0-7 (base offset) and 12-15 (partition leader epoch) of a v2 batch header.
 BROKER_FIELDS = (slice(0, 8), slice(12, 16))
@@ -47,51 +45,11 @@ def test_a_batch_comes_back_as_it_was_sent(
     cluster = make_listening()
     Admin(cluster.transport).create_topics([NewTopic("t", 1, 1)])
     first, second = _batch(compression), _batch(compression)
-    r = ProduceRequest
     with RawClient.to(cluster) as raw:
         for batch in (first, second):
-            request = r(
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=10_000,
-                topic_data=[
-                    r.TopicProduceData(
-                        name="t",
-                        partition_data=[
-                            r.TopicProduceData.PartitionProduceData(index=0, records=batch)
-                        ],
-                    )
-                ],
-            )
-            (answer,) = raw.call(request, 9).responses[0].partition_responses
+            (answer,) = raw.call(produce_request("t", batch), 9).responses[0].partition_responses
             assert answer.error_code == 0
-        f = FetchRequest
-        fetch = f(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                f.FetchTopic(
-                    topic="t",
-                    partitions=[
-                        f.FetchTopic.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            last_fetched_epoch=-1,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        fetch = fetch_request("t", 0)
         records = bytes(raw.call(fetch, 12).responses[0].partitions[0].records)
     assert records == records[: len(first) + len(second)]
     served_first, served_second = records[: len(first)], records[len(first) :]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from kafka.protocol.metadata.metadata import MetadataRequest
+from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import InvalidConfigError
 from tierlog.wire.endpoints import Endpoint, parse_listeners, parse_protocol_map
@@ -91,3 +92,22 @@ def test_a_port_in_use_fails_the_start_naming_the_listener(tmp_path: Path) -> No
         )
         with pytest.raises(OSError, match=f"cannot listen on PLAINTEXT://127.0.0.1:{port}"):
             cluster.start()
+
+
+def test_a_partition_whose_leader_does_not_listen_has_no_leader_in_metadata(
+    make_listening: Callable[..., EmbeddedCluster],
+) -> None:
+    """A client told of a leader it has no address for cannot reach it: LEADER_NOT_AVAILABLE."""
+    cluster = make_listening(2)
+    Admin(cluster.transport).create_topics(
+        [NewTopic("t", -1, -1, replica_assignment={0: (0,), 1: (1,)})]
+    )
+    cluster.listener(0).stop()
+    with RawClient.to(cluster, 1) as raw:
+        response = raw.call(MetadataRequest(topics=None), 12)
+    assert [b.node_id for b in response.brokers] == [1]
+    (topic,) = response.topics
+    assert sorted((q.partition_index, q.error_code, q.leader_id) for q in topic.partitions) == [
+        (0, 5, -1),
+        (1, 0, 1),
+    ]

@@ -6,27 +6,34 @@ each promise, lowest version to highest, with requests built by kafka-python's c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
-from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin.cluster import DescribeClusterRequest
+from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from kafka.protocol.admin.topics import (
     AlterPartitionReassignmentsRequest,
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    ElectLeadersRequest,
     ListPartitionReassignmentsRequest,
 )
-from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.metadata.metadata import MetadataRequest
-from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kafka.record import MemoryRecordsBuilder
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
 from tierlog.wire import APIS
 
-from .raw import RawClient
+from .raw import RawClient, fetch_request, produce_request
 
 TOPIC = "versions"
 
@@ -59,21 +66,7 @@ def _batch(value: bytes, timestamp: int = 1_700_000_000_000) -> bytes:
 
 
 def _produce(raw: RawClient, version: int, value: bytes) -> int:
-    r = ProduceRequest
-    request = r(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=10_000,
-        topic_data=[
-            r.TopicProduceData(
-                name=TOPIC,
-                partition_data=[
-                    r.TopicProduceData.PartitionProduceData(index=0, records=_batch(value))
-                ],
-            )
-        ],
-    )
-    response = raw.call(request, version)
+    response = raw.call(produce_request(TOPIC, _batch(value)), version)
     (partition,) = response.responses[0].partition_responses
     assert partition.error_code == 0, partition
     return int(partition.base_offset)
@@ -89,33 +82,7 @@ def test_produce(raw: RawClient, version: int) -> None:
 def test_fetch_returns_the_batch_as_produced(raw: RawClient, version: int) -> None:
     value = b"fetch-%d" % version
     offset = _produce(raw, 9, value)
-    f = FetchRequest
-    request = f(
-        replica_id=-1,
-        max_wait_ms=100,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            f.FetchTopic(
-                topic=TOPIC,
-                partitions=[
-                    f.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    request = fetch_request(TOPIC, offset, max_wait_ms=100)
     response = raw.call(request, version)
     (data,) = response.responses[0].partitions
     assert data.error_code == 0
@@ -198,7 +165,7 @@ def test_offset_for_leader_epoch(raw: RawClient, version: int) -> None:
     assert partition.end_offset == end
 
 
-def _create(raw: RawClient, version: int, name: str, partitions: int = 2) -> Callable[[], None]:
+def _create(raw: RawClient, version: int, name: str, partitions: int = 2) -> None:
     c = CreateTopicsRequest
     request = c(
         topics=[
@@ -217,7 +184,6 @@ def _create(raw: RawClient, version: int, name: str, partitions: int = 2) -> Cal
     )
     (result,) = raw.call(request, version).topics
     assert (result.name, result.error_code) == (name, 0), result
-    return lambda: None
 
 
 @pytest.mark.parametrize("version", _versions(19))
@@ -335,3 +301,114 @@ def test_list_partition_reassignments(raw: RawClient, version: int) -> None:
     response = raw.call(ListPartitionReassignmentsRequest(timeout_ms=10_000, topics=None), version)
     assert response.error_code == 0
     assert list(response.topics) == []
+
+
+@pytest.mark.parametrize("version", _versions(22))
+def test_init_producer_id_hands_out_distinct_ids(raw: RawClient, version: int) -> None:
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000)
+    first = raw.call(request, version)
+    second = raw.call(
+        InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000), version
+    )
+    assert (first.error_code, second.error_code) == (0, 0)
+    assert first.producer_id >= 0 and second.producer_id >= 0
+    assert first.producer_id != second.producer_id
+    assert first.producer_epoch == 0
+
+
+@pytest.mark.parametrize("version", _versions(37))
+def test_create_partitions(cluster: EmbeddedCluster, raw: RawClient, version: int) -> None:
+    name = f"expanded-v{version}"
+    _create(raw, 4, name)
+    c = CreatePartitionsRequest
+    request = c(
+        topics=[c.CreatePartitionsTopic(name=name, count=5, assignments=None)],
+        timeout_ms=10_000,
+        validate_only=False,
+    )
+    (result,) = raw.call(request, version).results
+    assert (result.name, result.error_code) == (name, 0), result
+    topic = cluster.controller.image().topic(name)
+    assert topic is not None and len(topic.partitions) == 5
+    shrink = c(
+        topics=[c.CreatePartitionsTopic(name=name, count=3, assignments=None)],
+        timeout_ms=10_000,
+        validate_only=False,
+    )
+    (refused,) = raw.call(shrink, version).results
+    assert refused.error_code == 37  # INVALID_PARTITIONS
+
+
+@pytest.mark.parametrize("version", _versions(43))
+def test_elect_leaders_where_the_preferred_leader_already_leads(
+    raw: RawClient, version: int
+) -> None:
+    e = ElectLeadersRequest
+    request = e(
+        election_type=0,
+        topic_partitions=[e.TopicPartitions(topic=TOPIC, partitions=[0])],
+        timeout_ms=10_000,
+    )
+    response = raw.call(request, version)
+    assert response.error_code == 0
+    (result,) = response.replica_election_results
+    assert result.topic == TOPIC
+    assert [(r.partition_id, r.error_code) for r in result.partition_result] == [
+        (0, 84)  # ELECTION_NOT_NEEDED
+    ]
+
+
+@pytest.mark.parametrize("version", _versions(60))
+def test_describe_cluster_lists_the_listening_broker(
+    cluster: EmbeddedCluster, raw: RawClient, version: int
+) -> None:
+    response = raw.call(
+        DescribeClusterRequest(include_cluster_authorized_operations=False), version
+    )
+    assert response.error_code == 0
+    assert response.cluster_id == cluster.controller.cluster_id
+    endpoint = cluster.endpoints.snapshot()[0]
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+        (0, endpoint.host, endpoint.port)
+    ]
+
+
+@pytest.mark.parametrize("version", _versions(33))
+def test_alter_configs_replaces_the_whole_dynamic_set(
+    cluster: EmbeddedCluster, raw: RawClient, version: int
+) -> None:
+    name = f"replaced-v{version}"
+    _create(raw, 4, name)  # with retention.ms set
+    a = AlterConfigsRequest
+    request = a(
+        resources=[
+            a.AlterConfigsResource(
+                resource_type=2,
+                resource_name=name,
+                configs=[
+                    a.AlterConfigsResource.AlterableConfig(name="segment.ms", value="7200000")
+                ],
+            )
+        ],
+        validate_only=False,
+    )
+    (result,) = raw.call(request, version).responses
+    assert result.error_code == 0, result
+    topic = cluster.controller.image().topic(name)
+    assert topic is not None
+    assert dict(topic.configs) == {"segment.ms": "7200000"}  # retention.ms back to its default
+
+
+@pytest.mark.parametrize("version", _versions(10))
+def test_find_coordinator_finds_none(raw: RawClient, version: int) -> None:
+    """No group or transaction coordinator yet: retriable COORDINATOR_NOT_AVAILABLE."""
+    if version < 4:
+        response = raw.call(FindCoordinatorRequest(key="group", key_type=0), version)
+        assert (response.error_code, response.node_id) == (15, -1)
+    else:
+        request = FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"])
+        coordinators = raw.call(request, version).coordinators
+        assert [(c.key, c.error_code, c.node_id) for c in coordinators] == [
+            ("a", 15, -1),
+            ("b", 15, -1),
+        ]

@@ -6,17 +6,16 @@ import select
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
 from tierlog.wire import APIS
 
-from .raw import RawClient
+from .raw import RawClient, fetch_request
 
 
 def _connect(cluster: EmbeddedCluster) -> socket.socket:
@@ -94,36 +93,6 @@ def test_an_api_versions_request_newer_than_served_gets_the_v0_fallback(
     assert {a.api_key for a in response.api_keys} == set(APIS)
 
 
-def _empty_fetch(topic: str, offset: int, max_wait_ms: int) -> Any:
-    f = FetchRequest
-    return f(
-        replica_id=-1,
-        max_wait_ms=max_wait_ms,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            f.FetchTopic(
-                topic=topic,
-                partitions=[
-                    f.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        last_fetched_epoch=-1,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-
-
 def test_requests_on_one_connection_are_answered_in_order_and_a_long_poll_blocks_no_other(
     make_listening: Callable[..., EmbeddedCluster],
 ) -> None:
@@ -131,7 +100,7 @@ def test_requests_on_one_connection_are_answered_in_order_and_a_long_poll_blocks
     Admin(cluster.transport).create_topics([NewTopic("idle", 1, 1)])
     with RawClient.to(cluster) as waiting, RawClient.to(cluster) as other:
         # A long poll on an empty partition, then a Metadata request behind it, pipelined.
-        waiting.send(_empty_fetch("idle", 0, 3000), 12)
+        waiting.send(fetch_request("idle", 0, max_wait_ms=3000), 12)
         waiting.send(MetadataRequest(topics=None), 12)
         # Another connection is served while the long poll waits.
         answered = other.call(MetadataRequest(topics=None), 12)

@@ -1,10 +1,15 @@
 """``tierlog run``: run an embedded cluster until interrupted.
 
 Loads the configuration exactly as a broker does (file, then environment), starts the
-brokers, says when they serve, and on SIGINT or SIGTERM shuts them down cleanly (logs closed
-with their clean-shutdown marker, plugins closed) and exits 0. A configuration that cannot be
-read or is not valid, or a data directory another process holds, is one line on stderr and
-exit status 2.
+brokers with their Kafka listeners (broker i on the ``listeners`` port plus i, port 0 picking a
+free one), prints the bootstrap servers, serves every broker's metrics for Prometheus when
+``metrics.prometheus.port`` is set, says when they serve, and on SIGINT or SIGTERM shuts them
+down cleanly (logs closed with their clean-shutdown marker, plugins closed) and exits 0. A
+configuration that cannot be read or is not valid, a data directory another process holds, or a
+port in use is one line on stderr and exit status 2.
+
+The metrics of all brokers come from one ``/metrics`` endpoint, each series labelled with its
+broker's id (``broker="0"``), so the same metric of two brokers is two series of one family.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -22,6 +29,12 @@ import click
 from ..cluster import EmbeddedCluster
 from ..config import BrokerConfig, load_sources
 from ..errors import ConfigFileError, TierlogError
+from ..metrics import (
+    LabelledRegistriesCollector,
+    MetricsRegistry,
+    PrometheusServer,
+    serve_collector,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +63,16 @@ _FAILED = 2
     help="Where brokers keep their logs and the controller its metadata "
     "[default: the first of log.dirs].",
 )
+@click.option(
+    "--listen/--no-listen",
+    default=True,
+    show_default=True,
+    help="Accept Kafka clients on the configured listeners.",
+)
 @click.pass_context
-def run_command(ctx: click.Context, config_file: Path, brokers: int, data_dir: Path | None) -> None:
+def run_command(
+    ctx: click.Context, config_file: Path, brokers: int, data_dir: Path | None, listen: bool
+) -> None:
     """Run an embedded cluster until SIGINT or SIGTERM."""
     try:
         raw = load_sources(config_file, os.environ)
@@ -70,7 +91,15 @@ def run_command(ctx: click.Context, config_file: Path, brokers: int, data_dir: P
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with EmbeddedCluster(brokers, data_dir, raw) as cluster:
+        with (
+            EmbeddedCluster(brokers, data_dir, raw, listen=listen) as cluster,
+            _prometheus(cluster, _metrics_port(config)) as metrics,
+        ):
+            if listen:
+                click.echo(f"tierlog: bootstrap servers {cluster.bootstrap_servers}", err=True)
+            if metrics is not None:
+                url = f"http://{metrics.host}:{metrics.port}/metrics"
+                click.echo(f"tierlog: metrics at {url}", err=True)
             click.echo(
                 f"tierlog: {brokers} broker(s) serving, cluster id "
                 f"{cluster.controller.cluster_id}, data in {data_dir}",
@@ -80,11 +109,43 @@ def run_command(ctx: click.Context, config_file: Path, brokers: int, data_dir: P
                 pass
             click.echo("tierlog: shutting down", err=True)
         click.echo("tierlog: stopped", err=True)
-    except (TierlogError, OSError) as err:
+    except TierlogError as err:
         _fail(ctx, str(err))
+    except OSError as err:
+        # A bind failure carries its whole story in strerror; a file error needs its filename.
+        _fail(ctx, err.strerror if err.strerror and err.filename is None else str(err))
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _metrics_port(config: BrokerConfig) -> int | None:
+    port = config["metrics.prometheus.port"]
+    return None if port is None else config.get_int("metrics.prometheus.port")
+
+
+@contextmanager
+def _prometheus(cluster: EmbeddedCluster, port: int | None) -> Iterator[PrometheusServer | None]:
+    """Every running broker's metrics at ``/metrics`` on 127.0.0.1:``port`` (None: not served),
+    labelled ``broker``; stopped before the brokers are."""
+    if port is None:
+        yield None
+        return
+
+    def registries() -> dict[str, MetricsRegistry]:
+        found = {}
+        for broker_id in cluster.broker_ids:
+            host = cluster.broker(broker_id).plugin_host
+            if host is not None:
+                found[str(broker_id)] = host.metrics
+        return found
+
+    try:
+        server = serve_collector(LabelledRegistriesCollector(registries), port)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot serve metrics on 127.0.0.1:{port}: {err}") from None
+    with server:
+        yield server
 
 
 def _fail(ctx: click.Context, message: str) -> NoReturn:

@@ -19,6 +19,7 @@ from .admin import (
     ConfigResource,
     ConfigResourceType,
     ListedOffset,
+    NewPartitions,
     NewTopic,
     PartitionReassignment,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ConsumerRecord",
     "DeliveryTimeoutError",
     "ListedOffset",
+    "NewPartitions",
     "NewTopic",
     "NoOffsetForPartitionError",
     "PartitionInfo",

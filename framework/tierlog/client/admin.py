@@ -1,5 +1,5 @@
-"""The admin client: topics, configs, record deletion, offsets and partition reassignments
-(Kafka's ``Admin``).
+"""The admin client: topics, partitions, configs, record deletion, offsets, leader elections and
+partition reassignments (Kafka's ``Admin``).
 
 Calls are synchronous. Topic creation and deletion and reassignments go to the controller,
 partition-level calls to each partition's leader, config calls to any broker (a broker's own
@@ -49,6 +49,30 @@ class NewTopic:
     replication_factor: int = -1
     replica_assignment: Mapping[int, tuple[int, ...]] | None = None
     configs: Mapping[str, str] = attrs.field(factory=dict)
+
+
+def _assignments(
+    replicas: Iterable[Iterable[int]] | None,
+) -> tuple[tuple[int, ...], ...] | None:
+    return None if replicas is None else tuple(tuple(r) for r in replicas)
+
+
+@attrs.frozen
+class NewPartitions:
+    """Grow a topic to ``total_count`` partitions (Kafka's ``NewPartitions.increaseTo``);
+    ``new_assignments`` lists the replicas of each new partition, None lets the controller
+    place them."""
+
+    total_count: int
+    new_assignments: tuple[tuple[int, ...], ...] | None = attrs.field(
+        default=None, converter=_assignments
+    )
+
+    @classmethod
+    def increase_to(
+        cls, total_count: int, new_assignments: Iterable[Iterable[int]] | None = None
+    ) -> NewPartitions:
+        return cls(total_count, new_assignments)
 
 
 class ConfigResourceType(enum.IntEnum):
@@ -185,6 +209,47 @@ class Admin:
                     result.error_code, f"deleting topic {result.name!r}", result.error_message
                 )
 
+    def create_partitions(
+        self,
+        new_partitions: Mapping[str, NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Adds partitions to existing topics; raises for the first topic refused, after the
+        others were grown: InvalidPartitionsError (not an increase), UnknownTopicOrPartitionError,
+        InvalidReplicaAssignmentError, InvalidRequestError (an internal topic)."""
+        request = p.CreatePartitionsRequest(
+            [
+                p.CreatePartitionsTopic(
+                    name,
+                    wanted.total_count,
+                    None
+                    if wanted.new_assignments is None
+                    else [p.CreatePartitionsAssignment(r) for r in wanted.new_assignments],
+                )
+                for name, wanted in new_partitions.items()
+            ],
+            timeout_ms=self._config.request_timeout_ms,
+            validate_only=validate_only,
+        )
+
+        def attempt() -> p.CreatePartitionsResponse:
+            response: p.CreatePartitionsResponse = self._send_to_controller(request)
+            for result in response.results:
+                if result.error_code == _NOT_CONTROLLER:
+                    raise _Retry(LeaderNotAvailableError("the controller moved"))
+            return response
+
+        response = self._retrying(attempt, timeout_ms)
+        for result in response.results:
+            if result.error_code != p.NONE:
+                raise _item_error(
+                    result.error_code,
+                    f"creating partitions of {result.name!r}",
+                    result.error_message,
+                )
+
     def list_topics(self, *, internal: bool = False, timeout_ms: int | None = None) -> set[str]:
         """The names of all topics (internal ones only when asked)."""
         response = self._retrying(lambda: self._metadata_request(None), timeout_ms)
@@ -287,6 +352,56 @@ class Admin:
             for topic in response.topics
             for part in topic.partitions
         }
+
+    # --- leader elections --------------------------------------------------------------------
+
+    def elect_leaders(
+        self,
+        election_type: p.ElectionType,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, TierlogError | None]:
+        """Runs a preferred or unclean leader election (KIP-460) on ``partitions``, or (None)
+        on every partition of the cluster; returns each partition's outcome: None where a
+        leader was elected, else its error (ElectionNotNeededError where the partition already
+        had the leader asked for, PreferredLeaderNotAvailableError...), as Kafka's
+        ``ElectLeadersResult.partitions()``. With None, partitions that needed no election are
+        left out."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+        request = p.ElectLeadersRequest(
+            election_type,
+            None
+            if topics is None
+            else [p.TopicPartitions(n, parts) for n, parts in topics.items()],
+            timeout_ms=self._config.request_timeout_ms,
+        )
+
+        def attempt() -> p.ElectLeadersResponse:
+            response: p.ElectLeadersResponse = self._send_to_controller(request)
+            if response.error_code == _NOT_CONTROLLER:
+                raise _Retry(LeaderNotAvailableError("the controller moved"))
+            return response
+
+        response = self._retrying(attempt, timeout_ms)
+        if response.error_code != p.NONE:
+            raise _item_error(response.error_code, "electing leaders", None)
+        outcomes: dict[TopicPartition, TierlogError | None] = {}
+        for topic in response.replica_election_results:
+            for part in topic.partition_result:
+                tp = TopicPartition(topic.topic, part.partition_id)
+                outcomes[tp] = (
+                    None
+                    if part.error_code == p.NONE
+                    else _item_error(
+                        part.error_code, f"electing a leader for {tp}", part.error_message
+                    )
+                )
+        return outcomes
 
     # --- configs ------------------------------------------------------------------------------
 

@@ -8,18 +8,18 @@ the tierlog error for the broker's code.
 Idempotence (on by default) makes retries safe: every batch carries the producer id, epoch and a
 per-partition sequence number, and a retry resends the very same bytes, so a broker that had
 already appended the first attempt answers with the original offsets instead of writing the
-records twice. The brokers have no InitProducerId call yet, so the producer id is a random
-non-negative 63-bit number chosen by the client with epoch 0; two producers picking the same id
-is as unlikely as a UUID collision. When a batch that took a sequence number fails for good, the
-producer bumps its epoch, which restarts every partition's sequence at 0 (as Kafka's idempotent
-producer does since KIP-360) so the gap it leaves can never stall later batches.
+records twice. The sender thread asks a broker for the producer id and epoch (InitProducerId)
+before it builds the first batch, retrying retriable errors with backoff, so no two producers of
+a cluster share an id. When a batch that took a sequence number fails for good, the producer
+bumps its epoch, which restarts every partition's sequence at 0 (as Kafka's idempotent producer
+does since KIP-360) so the gap it leaves can never stall later batches; once the epoch is
+spent it asks for a new id, naming the one it had.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
 import time
 from collections import defaultdict
@@ -29,6 +29,7 @@ from concurrent.futures import wait as wait_futures
 from typing import Any
 
 from ..errors import (
+    BrokerNotAvailableError,
     DuplicateSequenceError,
     LeaderNotAvailableError,
     OutOfOrderSequenceError,
@@ -118,9 +119,9 @@ class Producer:
         self._sticky = StickyPartitioner(config.batch_size)
         self._producer_id = NO_PRODUCER_ID
         self._producer_epoch = NO_PRODUCER_EPOCH
-        if config.enable_idempotence:
-            self._producer_id = random.SystemRandom().getrandbits(63)
-            self._producer_epoch = 0
+        #: The id and epoch to name in the next InitProducerId (KIP-360), once one was spent.
+        self._spent_id = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        self._init_failures = 0
         self._sequences: dict[TopicPartition, int] = defaultdict(int)
         self._closed = False
         self._force_close = False
@@ -137,7 +138,8 @@ class Producer:
 
     @property
     def producer_id(self) -> int:
-        """The id idempotent batches carry (-1 without idempotence)."""
+        """The id idempotent batches carry: -1 without idempotence, and until the broker gave
+        one (before the first batch is sent)."""
         return self._producer_id
 
     @property
@@ -298,6 +300,8 @@ class Producer:
             fail_batch(batch, ClientClosedError("the producer was closed before delivery"))
 
     def _send(self, batches: list[ProducerBatch]) -> None:
+        if not self._has_producer_id(batches):
+            return
         now = time.monotonic()
         by_leader: dict[int, list[ProducerBatch]] = defaultdict(list)
         unknown: set[str] = set()
@@ -329,6 +333,53 @@ class Producer:
         for broker_id, group in by_leader.items():
             for request_batches in self._split_by_size(group):
                 self._send_to(broker_id, request_batches)
+
+    def _has_producer_id(self, batches: list[ProducerBatch]) -> bool:
+        """Whether batches can be built: without idempotence always; with it once a broker has
+        given the producer its id. Until then a retriable failure puts ``batches`` back for
+        a later try (with backoff) and any other fails them."""
+        if not self._config.enable_idempotence or self._producer_id >= 0:
+            return True
+        error = self._init_producer_id()
+        if error is None:
+            self._init_failures = 0
+            return True
+        if not error.retriable:
+            for batch in batches:
+                self._fail(batch, error)
+            return False
+        delay = self._backoff.backoff(self._init_failures) / 1000
+        self._init_failures += 1
+        now = time.monotonic()
+        for batch in batches:
+            batch.last_error = error
+            if now + delay >= batch.deadline:
+                self._fail(batch, self._expired(batch, now, error))
+            else:
+                self._accumulator.retry_later(batch, delay)
+        return False
+
+    def _init_producer_id(self) -> TierlogError | None:
+        """One InitProducerId to a reachable broker; returns the error if it failed."""
+        nodes = self._metadata.node_ids()
+        if not nodes:
+            return BrokerNotAvailableError("no broker is reachable to get a producer id from")
+        node = nodes[self._init_failures % len(nodes)]
+        spent_id, spent_epoch = self._spent_id
+        request = p.InitProducerIdRequest(producer_id=spent_id, producer_epoch=spent_epoch)
+        try:
+            response = self._transport.send(
+                node, request, timeout_ms=self._config.request_timeout_ms
+            )
+        except TierlogError as err:
+            return err
+        if response.error_code != p.NONE:
+            cls = error_for_code(response.error_code)
+            return cls(f"{cls.kafka_name} getting a producer id from broker {node}")
+        self._producer_id, self._producer_epoch = response.producer_id, response.producer_epoch
+        self._sequences.clear()
+        log.debug("producer id %d, epoch %d", self._producer_id, self._producer_epoch)
+        return None
 
     def _split_by_size(self, batches: list[ProducerBatch]) -> list[list[ProducerBatch]]:
         """Groups batches into requests of at most ``max.request.size`` bytes each."""
@@ -484,8 +535,9 @@ class Producer:
         if self._producer_id < 0:
             return
         if self._producer_epoch >= _MAX_EPOCH:
-            self._producer_id = random.SystemRandom().getrandbits(63)
-            self._producer_epoch = 0
+            # Spent: the next batch waits for a new id (see _has_producer_id).
+            self._spent_id = (self._producer_id, self._producer_epoch)
+            self._producer_id, self._producer_epoch = NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         else:
             self._producer_epoch += 1
         self._sequences.clear()

@@ -766,7 +766,8 @@ _NETWORK_KEYS: Final = (
         None,
         validator=between(0, 65535),
         doc="When set, `tierlog run` serves every broker's metrics at /metrics on this port "
-        "of 127.0.0.1 (0 picks a free port).",
+        "of 127.0.0.1 (0 picks a free port), each series labelled with its broker's id "
+        '(broker="0").',
     ),
 )
 

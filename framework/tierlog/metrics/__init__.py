@@ -22,11 +22,13 @@ from .kinds import (
 from .name import MetricName, freeze_tags
 from .prometheus import (
     DEFAULT_PREFIX,
+    LabelledRegistriesCollector,
     PrometheusServer,
     RegistryCollector,
     prometheus_labels,
     prometheus_name,
     prometheus_text,
+    serve_collector,
     serve_prometheus,
 )
 from .registry import MetricsRegistry, MetricsScope, MetricsView
@@ -38,6 +40,7 @@ __all__ = [
     "Counter",
     "Gauge",
     "Histogram",
+    "LabelledRegistriesCollector",
     "Meter",
     "Metric",
     "MetricKindError",
@@ -54,5 +57,6 @@ __all__ = [
     "prometheus_labels",
     "prometheus_name",
     "prometheus_text",
+    "serve_collector",
     "serve_prometheus",
 ]

@@ -17,6 +17,12 @@ Per kind, with ``B`` the mapped name:
   gauges ``B_min`` and ``B_max``.
 * timer: the histogram's families, in milliseconds, plus the meter's rate gauges.
 
+Several registries in one scrape (every broker of a cluster, as ``tierlog run`` serves them):
+:class:`LabelledRegistriesCollector` adds a constant label to each registry's series,
+``broker="0"``, ``broker="1"``, ..., so one family holds every broker's series and a query sums
+or splits them by broker. A metric whose own tag has that label's name keeps it as
+``exported_<name>``, as Prometheus renames a clashing target label.
+
 The collector reads the registry on every scrape. Two tierlog metrics that map to the same series
 (or to one family name with different types) cannot both be exported; the first in name order is
 kept and the clash is logged. A gauge whose function raises or returns a non-number is left out
@@ -28,13 +34,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Final, NamedTuple
 from wsgiref.simple_server import WSGIServer
 
 import attrs
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.metrics_core import Metric as PromFamily
+from prometheus_client.registry import Collector
 
 from .kinds import QUANTILES, Counter, Histogram, Meter, Metric, MetricValue, Number, Timer
 from .name import MetricName
@@ -44,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX: Final = "tierlog"
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _RESERVED_LABELS: Final = frozenset({"quantile"})
 _RATES: Final = ("mean_rate", "one_minute_rate", "five_minute_rate", "fifteen_minute_rate")
 
@@ -142,26 +150,68 @@ class RegistryCollector:
 
     def collect(self) -> Iterator[PromFamily]:
         families = _Families()
-        for name, metric in self._registry.items():
-            try:
-                value = metric.snapshot()
-            except Exception:
-                logger.warning("metric %s could not be read; left out", name, exc_info=True)
-                continue
-            base = prometheus_name(name, prefix=self._prefix)
-            samples = _samples(base, metric, value, prometheus_labels(name))
-            if not all(isinstance(sample.value, int | float) for sample in samples):
-                logger.warning("metric %s read as a non-number (%r); left out", name, value)
-                continue
-            if not all(families.fits(sample) for sample in samples):
-                logger.warning(
-                    "metric %s clashes with an exported Prometheus series; left out", name
-                )
-                continue
-            doc = f"tierlog {metric.kind} {name.group} {name.name}"
-            for sample in samples:
-                families.add(sample, doc)
+        _add_registry(families, self._registry, self._prefix, {})
         yield from families
+
+
+class LabelledRegistriesCollector:
+    """Several registries read on every scrape, each series labelled with its registry's key.
+
+    One collector rather than one per registry, because the text format allows each family
+    once: the same metric of two brokers must be two series of one family. ``registries`` is
+    called per scrape, so a broker that stopped, started or restarted (a new registry) shows
+    as it is now.
+    """
+
+    def __init__(
+        self,
+        registries: Callable[[], Mapping[str, MetricsRegistry]],
+        *,
+        label: str = "broker",
+        prefix: str = DEFAULT_PREFIX,
+    ) -> None:
+        if not _LABEL.match(label) or label in _RESERVED_LABELS or label.startswith("__"):
+            raise ValueError(f"{label!r} cannot be a Prometheus label name")
+        self._registries = registries
+        self._label = label
+        self._prefix = prefix
+
+    def describe(self) -> list[PromFamily]:
+        return []
+
+    def collect(self) -> Iterator[PromFamily]:
+        families = _Families()
+        for value, registry in sorted(self._registries().items()):
+            _add_registry(families, registry, self._prefix, {self._label: value})
+        yield from families
+
+
+def _add_registry(
+    families: _Families, registry: MetricsRegistry, prefix: str, constant: Mapping[str, str]
+) -> None:
+    """Adds every readable, non-clashing metric of ``registry``, with ``constant`` labels."""
+    for name, metric in registry.items():
+        try:
+            value = metric.snapshot()
+        except Exception:
+            logger.warning("metric %s could not be read; left out", name, exc_info=True)
+            continue
+        base = prometheus_name(name, prefix=prefix)
+        labels = prometheus_labels(name)
+        for label, label_value in constant.items():
+            if label in labels:
+                labels[f"exported_{label}"] = labels.pop(label)
+            labels[label] = label_value
+        samples = _samples(base, metric, value, labels)
+        if not all(isinstance(sample.value, int | float) for sample in samples):
+            logger.warning("metric %s read as a non-number (%r); left out", name, value)
+            continue
+        if not all(families.fits(sample) for sample in samples):
+            logger.warning("metric %s clashes with an exported Prometheus series; left out", name)
+            continue
+        doc = f"tierlog {metric.kind} {name.group} {name.name}"
+        for sample in samples:
+            families.add(sample, doc)
 
 
 def prometheus_text(registry: MetricsRegistry, *, prefix: str = DEFAULT_PREFIX) -> str:
@@ -211,7 +261,13 @@ def serve_prometheus(
     Uses a private ``CollectorRegistry``, so nothing else registered with ``prometheus_client``'s
     global registry is exposed, and several runtimes in one process do not clash.
     """
+    return serve_collector(RegistryCollector(registry, prefix=prefix), port, addr)
+
+
+def serve_collector(collector: Collector, port: int, addr: str = "127.0.0.1") -> PrometheusServer:
+    """Serve one collector (a :class:`LabelledRegistriesCollector`, say) on ``addr:port``, in a
+    private ``CollectorRegistry`` as :func:`serve_prometheus` does."""
     collectors = CollectorRegistry()
-    collectors.register(RegistryCollector(registry, prefix=prefix))
+    collectors.register(collector)
     httpd, thread = start_http_server(port, addr=addr, registry=collectors)
     return PrometheusServer(httpd, thread)

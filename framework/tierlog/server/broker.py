@@ -53,16 +53,19 @@ from .controller import Controller
 from .delayed_list_offsets import DelayedRemoteListOffsets
 from .delayed_produce import DelayedProduce
 from .delete_records import delete_records
+from .describe_cluster import describe_cluster
 from .error_responses import error_message, error_response
 from .fetch import DelayedFetch, DelayedRemoteFetch
 from .fetch_request import fetch
 from .hosting import leader_and_isr, stop_replica
 from .image import ClusterImage, TopicImage
+from .init_producer_id import init_producer_id
 from .list_offsets import list_offsets
 from .metadata import metadata
 from .offsets_for_leader_epoch import offsets_for_leader_epoch
 from .partition import IsrChange, Partition, read_partition_metadata, write_partition_metadata
 from .produce import produce
+from .producer_ids import ProducerIdManager
 from .purgatory import DelayedOperationPurgatory
 from .replica_fetcher import ReplicaFetcherManager
 from .topics import validate_topic_name
@@ -124,6 +127,10 @@ class Broker:
         ) = None
         self.remote_log_manager: RemoteLogManager | None = None
         self._tasks = BackgroundTasks(self)
+        #: This broker's block of producer ids, refilled from the controller (KIP-730).
+        self.producer_id_manager = ProducerIdManager(
+            self.broker_id, controller.allocate_producer_ids
+        )
         self._unsubscribe: list[Callable[[], None]] = []
         #: One per log dir, held from start to stop: one broker per directory.
         self._log_dir_locks: list[DirectoryLock] = []
@@ -529,12 +536,18 @@ class Broker:
                 return self.controller.create_topics(request)
             case p.DeleteTopicsRequest():
                 return self.controller.delete_topics(request)
+            case p.CreatePartitionsRequest():
+                return self.controller.create_partitions(request)
+            case p.ElectLeadersRequest():
+                return self.controller.elect_leaders(request)
             case p.AlterPartitionReassignmentsRequest():
                 return self.controller.alter_partition_reassignments(request)
             case p.ListPartitionReassignmentsRequest():
                 return self.controller.list_partition_reassignments(request)
             case p.DeleteRecordsRequest():
                 return delete_records(self, request)
+            case p.InitProducerIdRequest():
+                return init_producer_id(self, request)
             case p.OffsetsForLeaderEpochRequest():
                 return offsets_for_leader_epoch(self, request)
             case p.WriteTxnMarkersRequest():
@@ -547,6 +560,8 @@ class Broker:
                 return config_ops.alter_configs(
                     request, self.broker_id, self.config, self.controller
                 )
+            case p.DescribeClusterRequest():
+                return describe_cluster(self, request)
             case p.LeaderAndIsrRequest():
                 return leader_and_isr(self, request)
             case p.StopReplicaRequest():

@@ -1,7 +1,8 @@
 """The controller: the one place that decides topics, replica placement, leaders and epochs.
 
-It creates and deletes topics (fresh ``Uuid`` topic ids, replicas placed round-robin over the
-live brokers), elects leaders (the first live in-sync replica), bumps leader epochs on every
+It creates, grows (CreatePartitions) and deletes topics (fresh ``Uuid`` topic ids, replicas
+placed round-robin over the live brokers), elects leaders (the first live in-sync replica, or on
+an operator's ElectLeaders the preferred one), bumps leader epochs on every
 leader change, and tells brokers what to host through the transport: ``LeaderAndIsr`` to lead or
 follow, ``StopReplica`` to stop (and delete) replicas. Leaders change their ISR through
 :meth:`Controller.alter_partition` (Kafka's AlterPartition, in-process); a broker that stops
@@ -11,7 +12,9 @@ the target replicas join as followers, and once all of them are in the ISR the p
 settles on them and the replicas left behind are stopped and deleted. Everything it
 decides is written atomically to a JSON file in the data dir before anyone is told, so a
 restarted cluster comes back with the same topics, ids, configs and epochs. Brokers read the
-published :class:`~tierlog.server.image.ClusterImage` and are told of each new one.
+published :class:`~tierlog.server.image.ClusterImage` and are told of each new one. It also
+hands out producer ids in blocks (KIP-730, :meth:`Controller.allocate_producer_ids`), persisting
+the next block's start before a block leaves, so no id is given twice across restarts.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import attrs
 from ..config import BrokerConfig, resolve_topic_config
 from ..config.topic import TOPIC_CONFIG
 from ..errors import (
+    ElectionNotNeededError,
     FencedLeaderEpochError,
     InvalidConfigError,
     InvalidReplicaAssignmentError,
@@ -38,6 +42,7 @@ from ..errors import (
     NotLeaderOrFollowerError,
     TierlogError,
     TopicExistsError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 from ..log.checkpoint import write_atomically
@@ -46,6 +51,9 @@ from . import protocol as p
 from .configs import wire_value
 from .image import ClusterImage, PartitionRegistration, TopicImage
 from .internal_topics import check_client_delete
+from .leader_election import elect
+from .partition_creation import plan_new_partitions
+from .producer_ids import MAX_PRODUCER_ID, PRODUCER_ID_BLOCK_SIZE, ProducerIdsBlock
 from .topic_creation import plan_replicas
 from .topics import collision_key, validate_topic_name
 from .transport import Transport
@@ -92,6 +100,8 @@ class Controller:
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._cluster_id = str(config.get_str("cluster.id") or Uuid.random())
         self._controller_epoch = 0
+        #: The first id of the next producer id block; persisted before a block is handed out.
+        self._next_producer_id = 0
         self._load()
         self._controller_epoch += 1
         self._persist()
@@ -126,6 +136,10 @@ class Controller:
                 str(k): {str(n): str(v) for n, v in values.items()}
                 for k, values in data.get("broker_configs", {}).items()
             }
+            # Files written before producer ids were allocated have no key.
+            next_producer_id = int(data.get("next_producer_id", 0))
+            if not 0 <= next_producer_id <= MAX_PRODUCER_ID + 1:
+                raise ValueError(f"next_producer_id {next_producer_id} is out of range")
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
             raise KafkaStorageError(
                 f"{self._path} is not valid cluster metadata: {_reason(err)}"
@@ -146,6 +160,7 @@ class Controller:
             offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
             self._topics[name] = attrs.evolve(topic, partitions=offline)
         self._broker_configs = broker_configs
+        self._next_producer_id = next_producer_id
 
     def _persist(self) -> None:
         data = {
@@ -154,6 +169,7 @@ class Controller:
             "controller_epoch": self._controller_epoch,
             "topics": {name: topic.to_json() for name, topic in sorted(self._topics.items())},
             "broker_configs": self._broker_configs,
+            "next_producer_id": self._next_producer_id,
         }
         self._path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
@@ -348,6 +364,62 @@ class Controller:
                 name, topic.topic_id, tuple(partitions), configs=topic.configs
             )
         return changed
+
+    def elect_leaders(self, request: p.ElectLeadersRequest) -> p.ElectLeadersResponse:
+        """ElectLeaders (see ``leader_election.py``), each partition answered on its own.
+
+        With ``topic_partitions`` None every partition of the cluster is tried and, as in
+        Kafka, those that needed no election are left out of the answer.
+        """
+        if request.election_type not in tuple(p.ElectionType):
+            return p.ElectLeadersResponse(InvalidRequestError.code or -1)
+        everything = request.topic_partitions is None
+        with self._lock:
+            if request.topic_partitions is None:
+                wanted = [
+                    TopicPartition(name, index)
+                    for name, topic in sorted(self._topics.items())
+                    for index in range(len(topic.partitions))
+                ]
+            else:
+                # A partition named twice is elected (and answered) once.
+                wanted = list(
+                    dict.fromkeys(
+                        TopicPartition(t.topic, index)
+                        for t in request.topic_partitions
+                        for index in t.partitions
+                    )
+                )
+            answers: dict[str, list[p.PartitionResult]] = {}
+            elected: list[TopicPartition] = []
+            for tp in wanted:
+                try:
+                    reg = self._registration(tp)
+                    self._store(tp, elect(tp, reg, request.election_type, self._live))
+                except TierlogError as err:
+                    if everything and isinstance(err, ElectionNotNeededError):
+                        continue
+                    answers.setdefault(tp.topic, []).append(
+                        p.PartitionResult(tp.partition, err.code or -1, str(err))
+                    )
+                    continue
+                log.info(
+                    "%s: leader %d elected (%s)",
+                    tp,
+                    self._registration(tp).leader,
+                    p.ElectionType(request.election_type).name.lower(),
+                )
+                elected.append(tp)
+                answers.setdefault(tp.topic, []).append(p.PartitionResult(tp.partition))
+            if elected:
+                self._commit()
+                self._send_leader_and_isr(elected)
+        self._flush()
+        return p.ElectLeadersResponse(
+            replica_election_results=[
+                p.ReplicaElectionResult(topic, results) for topic, results in answers.items()
+            ]
+        )
 
     def _unclean_allowed(self, topic: TopicImage) -> bool:
         try:
@@ -553,22 +625,18 @@ class Controller:
             existing=sum(len(t.partitions) for t in self._topics.values()),
             requested=requested,
         )
-        registrations = []
-        for replicas in assignment:
-            leader = next((b for b in replicas if b in self._live), p.NO_LEADER)
-            # Every live replica of an empty partition is in sync.
-            in_sync = tuple(b for b in replicas if b in self._live)
-            registrations.append(
-                PartitionRegistration(
-                    replicas=replicas,
-                    isr=in_sync or replicas,
-                    leader=leader,
-                )
-            )
+        registrations = [self._new_registration(replicas) for replicas in assignment]
         topic_id = Uuid.random()
         while any(t.topic_id == topic_id for t in self._topics.values()):
             topic_id = Uuid.random()
         return TopicImage(name, topic_id, tuple(registrations), configs=configs)
+
+    def _new_registration(self, replicas: tuple[int, ...]) -> PartitionRegistration:
+        """A new, empty partition: led by its first live replica, and every live replica is
+        in sync (there is nothing to catch up on)."""
+        leader = next((b for b in replicas if b in self._live), p.NO_LEADER)
+        in_sync = tuple(b for b in replicas if b in self._live)
+        return PartitionRegistration(replicas=replicas, isr=in_sync or replicas, leader=leader)
 
     def _created_result(self, image: TopicImage, validate_only: bool) -> p.CreatableTopicResult:
         resolved = resolve_topic_config(image.configs, self.config)
@@ -627,6 +695,52 @@ class Controller:
                 self._stop_replicas(doomed)
         self._flush()
         return p.DeleteTopicsResponse(results)
+
+    def create_partitions(self, request: p.CreatePartitionsRequest) -> p.CreatePartitionsResponse:
+        """CreatePartitions: grows each topic (see ``partition_creation.py``); the new
+        partitions get leaders at once and existing ones are left as they are. A topic named
+        twice is INVALID_REQUEST, as in Kafka's ``ControllerApis.createPartitions``."""
+        named = Counter(t.name for t in request.topics)
+        results = []
+        with self._lock:
+            added: list[TopicPartition] = []
+            requested = 0
+            existing = sum(len(t.partitions) for t in self._topics.values())
+            for wanted in request.topics:
+                try:
+                    if named[wanted.name] > 1:
+                        raise InvalidRequestError(f"topic {wanted.name!r} appears more than once")
+                    topic = self._topics.get(wanted.name)
+                    if topic is None:
+                        raise UnknownTopicOrPartitionError(f"unknown topic {wanted.name!r}")
+                    assignment = plan_new_partitions(
+                        topic,
+                        wanted,
+                        self.config,
+                        frozenset(self._all_brokers),
+                        sorted(self._live),
+                        existing=existing + requested,
+                        requested=requested,
+                    )
+                except TierlogError as err:
+                    results.append(
+                        p.CreatePartitionsTopicResult(wanted.name, err.code or -1, str(err))
+                    )
+                    continue
+                requested += len(assignment)
+                results.append(p.CreatePartitionsTopicResult(wanted.name))
+                if request.validate_only:
+                    continue
+                first = len(topic.partitions)
+                grown = (*topic.partitions, *(self._new_registration(r) for r in assignment))
+                self._topics[topic.name] = attrs.evolve(topic, partitions=grown)
+                added.extend(TopicPartition(topic.name, i) for i in range(first, len(grown)))
+                log.info("%s: %d -> %d partitions", topic.name, first, len(grown))
+            if added:
+                self._commit()
+                self._send_leader_and_isr(added, is_new=True)
+        self._flush()
+        return p.CreatePartitionsResponse(results)
 
     def _deletion_target(self, name: str | None, topic_id: Uuid) -> TopicImage | TierlogError:
         """The topic a DeleteTopics entry names, or the error to answer for it."""
@@ -930,6 +1044,28 @@ class Controller:
                 **self._broker_configs.get("", {}),
                 **self._broker_configs.get(str(broker_id), {}),
             }
+
+    # --- producer ids (KIP-730) -------------------------------------------------------------
+
+    def allocate_producer_ids(self, broker_id: int) -> ProducerIdsBlock:
+        """A fresh block of producer ids for ``broker_id`` (Kafka's AllocateProducerIds).
+
+        The start of the following block is persisted first: should the controller crash
+        right after answering, its successor still never gives these ids again.
+        """
+        with self._lock:
+            first = self._next_producer_id
+            if first + PRODUCER_ID_BLOCK_SIZE - 1 > MAX_PRODUCER_ID:
+                raise UnknownServerError("every producer id has been handed out")
+            block = ProducerIdsBlock(broker_id, first, PRODUCER_ID_BLOCK_SIZE)
+            self._next_producer_id = block.next_block_first_id
+            try:
+                self._persist()
+            except BaseException:
+                self._next_producer_id = first
+                raise
+            log.info("producer ids %d..%d to broker %d", first, block.last_producer_id, broker_id)
+            return block
 
     def live_brokers(self) -> frozenset[int]:
         with self._lock:

@@ -104,6 +104,8 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
                     for t in request.topics
                 ]
             )
+        case p.InitProducerIdRequest():
+            return p.InitProducerIdResponse(code)
         case p.OffsetsForLeaderEpochRequest():
             return p.OffsetsForLeaderEpochResponse(
                 [
@@ -121,6 +123,20 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
                     p.DescribeConfigsResult(r.resource_type, r.resource_name, code, message)
                     for r in request.resources
                 ]
+            )
+        case p.CreatePartitionsRequest():
+            return p.CreatePartitionsResponse(
+                [p.CreatePartitionsTopicResult(t.name, code, message) for t in request.topics]
+            )
+        case p.ElectLeadersRequest():
+            return p.ElectLeadersResponse(
+                code,
+                [
+                    p.ReplicaElectionResult(
+                        t.topic, [p.PartitionResult(i, code, message) for i in t.partitions]
+                    )
+                    for t in request.topic_partitions or ()
+                ],
             )
         case p.IncrementalAlterConfigsRequest():
             return p.IncrementalAlterConfigsResponse(
@@ -146,6 +162,8 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
             )
         case p.ListPartitionReassignmentsRequest():
             return p.ListPartitionReassignmentsResponse((), code, message)
+        case p.DescribeClusterRequest():
+            return p.DescribeClusterResponse(code, message, request.endpoint_type)
         case p.LeaderAndIsrRequest():
             return p.LeaderAndIsrResponse(
                 code,

@@ -24,6 +24,16 @@ BROKER_HOST = "in-process"
 """The host an embedded broker reports in Metadata; a network front end reports its own."""
 
 
+def broker_endpoints(
+    broker: Broker, image: ClusterImage | None = None
+) -> tuple[p.MetadataResponseBroker, ...]:
+    """The live brokers as clients should reach them, for Metadata and DescribeCluster: the
+    one place a network front end changes to report its listeners' hosts and ports."""
+    if image is None:
+        image = broker.controller.image()
+    return tuple(p.MetadataResponseBroker(b, BROKER_HOST, 0) for b in sorted(image.live_brokers))
+
+
 def metadata(broker: Broker, request: p.MetadataRequest) -> p.MetadataResponse:
     image = broker.controller.image()
     results = []
@@ -33,9 +43,8 @@ def metadata(broker: Broker, request: p.MetadataRequest) -> p.MetadataResponse:
         for wanted in request.topics:
             results.append(_requested_topic_metadata(broker, image, request, wanted))
             image = broker.controller.image()
-    brokers = [p.MetadataResponseBroker(b, BROKER_HOST, 0) for b in sorted(image.live_brokers)]
     return p.MetadataResponse(
-        brokers=brokers,
+        brokers=broker_endpoints(broker, image),
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
         topics=results,

@@ -504,6 +504,30 @@ class DeleteRecordsResponse:
     throttle_time_ms: int = 0
 
 
+# --- InitProducerId (api key 22) -------------------------------------------------------------
+
+
+@attrs.frozen
+class InitProducerIdRequest:
+    """A producer asks for its id and epoch. ``producer_id``/``producer_epoch`` name the ones
+    it has when it asks again to bump its epoch (KIP-360); -1 both on a first call."""
+
+    API_KEY: ClassVar[int] = 22
+
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = -1
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@attrs.frozen
+class InitProducerIdResponse:
+    error_code: int = NONE
+    producer_id: int = -1
+    producer_epoch: int = -1
+    throttle_time_ms: int = 0
+
+
 # --- OffsetForLeaderEpoch (api key 23) ---------------------------------------------------------
 
 
@@ -656,6 +680,99 @@ class DescribeConfigsResponse:
     throttle_time_ms: int = 0
 
 
+# --- CreatePartitions (api key 37) ------------------------------------------------------------
+
+
+@attrs.frozen
+class CreatePartitionsAssignment:
+    """The replicas of one new partition."""
+
+    broker_ids: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class CreatePartitionsTopic:
+    """Grow topic ``name`` to ``count`` partitions; ``assignments`` (one per new partition)
+    places them, None lets the controller place them."""
+
+    name: str
+    count: int
+    assignments: tuple[CreatePartitionsAssignment, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+
+
+@attrs.frozen
+class CreatePartitionsRequest:
+    API_KEY: ClassVar[int] = 37
+
+    topics: tuple[CreatePartitionsTopic, ...] = attrs.field(converter=_tuple)
+    timeout_ms: int = 30_000
+    validate_only: bool = False
+
+
+@attrs.frozen
+class CreatePartitionsTopicResult:
+    name: str
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@attrs.frozen
+class CreatePartitionsResponse:
+    results: tuple[CreatePartitionsTopicResult, ...] = attrs.field(converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- ElectLeaders (api key 43) ----------------------------------------------------------------
+
+
+class ElectionType(enum.IntEnum):
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@attrs.frozen
+class TopicPartitions:
+    topic: str
+    partitions: tuple[int, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ElectLeadersRequest:
+    """``topic_partitions`` None asks for every partition of the cluster."""
+
+    API_KEY: ClassVar[int] = 43
+
+    election_type: int = ElectionType.PREFERRED
+    topic_partitions: tuple[TopicPartitions, ...] | None = attrs.field(
+        default=None, converter=_optional_tuple
+    )
+    timeout_ms: int = 60_000
+
+
+@attrs.frozen
+class PartitionResult:
+    partition_id: int
+    error_code: int = NONE
+    error_message: str | None = None
+
+
+@attrs.frozen
+class ReplicaElectionResult:
+    topic: str
+    partition_result: tuple[PartitionResult, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class ElectLeadersResponse:
+    error_code: int = NONE
+    replica_election_results: tuple[ReplicaElectionResult, ...] = attrs.field(
+        default=(), converter=_tuple
+    )
+    throttle_time_ms: int = 0
+
+
 # --- IncrementalAlterConfigs (api key 44) ------------------------------------------------------
 
 
@@ -781,6 +898,48 @@ class ListPartitionReassignmentsResponse:
     throttle_time_ms: int = 0
 
 
+# --- DescribeCluster (api key 60) -------------------------------------------------------------
+
+
+class EndpointType(enum.IntEnum):
+    """Whose endpoints a DescribeCluster asks for (KIP-919)."""
+
+    BROKER = 1
+    CONTROLLER = 2
+
+
+CLUSTER_AUTHORIZED_OPERATIONS_OMITTED: int = -(1 << 31)
+"""``cluster_authorized_operations`` when not asked for (Kafka's ``Integer.MIN_VALUE``)."""
+
+
+@attrs.frozen
+class DescribeClusterRequest:
+    API_KEY: ClassVar[int] = 60
+
+    include_cluster_authorized_operations: bool = False
+    endpoint_type: int = EndpointType.BROKER
+
+
+@attrs.frozen
+class DescribeClusterBroker:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@attrs.frozen
+class DescribeClusterResponse:
+    error_code: int = NONE
+    error_message: str | None = None
+    endpoint_type: int = EndpointType.BROKER
+    cluster_id: str = ""
+    controller_id: int = -1
+    brokers: tuple[DescribeClusterBroker, ...] = attrs.field(default=(), converter=_tuple)
+    cluster_authorized_operations: int = CLUSTER_AUTHORIZED_OPERATIONS_OMITTED
+    throttle_time_ms: int = 0
+
+
 # --- controller to broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) -------------------
 
 
@@ -877,12 +1036,16 @@ Request = (
     | CreateTopicsRequest
     | DeleteTopicsRequest
     | DeleteRecordsRequest
+    | InitProducerIdRequest
     | OffsetsForLeaderEpochRequest
     | WriteTxnMarkersRequest
     | DescribeConfigsRequest
+    | CreatePartitionsRequest
+    | ElectLeadersRequest
     | IncrementalAlterConfigsRequest
     | AlterPartitionReassignmentsRequest
     | ListPartitionReassignmentsRequest
+    | DescribeClusterRequest
     | LeaderAndIsrRequest
     | StopReplicaRequest
 )
@@ -896,12 +1059,16 @@ Response = (
     | CreateTopicsResponse
     | DeleteTopicsResponse
     | DeleteRecordsResponse
+    | InitProducerIdResponse
     | OffsetsForLeaderEpochResponse
     | WriteTxnMarkersResponse
     | DescribeConfigsResponse
+    | CreatePartitionsResponse
+    | ElectLeadersResponse
     | IncrementalAlterConfigsResponse
     | AlterPartitionReassignmentsResponse
     | ListPartitionReassignmentsResponse
+    | DescribeClusterResponse
     | LeaderAndIsrResponse
     | StopReplicaResponse
 )

@@ -28,6 +28,9 @@ What Kafka answers, and where tierlog answers more precisely:
 - WriteTxnMarkers: a producer id, producer epoch or coordinator epoch outside its wire type
   (int64 and int16, not negative; int32) is INVALID_REQUEST for every partition of the marker:
   no coordinator sends one, and none may reach the log.
+- InitProducerId: a ``producer_id`` without a ``producer_epoch`` or the other way round is
+  INVALID_REQUEST, as in Kafka's ``KafkaApis.handleInitProducerIdRequest``; so is either
+  outside its wire type (int64, int16), since no producer holds such an id.
 - LeaderAndIsr and StopReplica: a request from an older controller is STALE_CONTROLLER_EPOCH
   as a whole (Kafka's ``ReplicaManager``); a partition with an illegal topic name (the name
   becomes a directory) is INVALID_TOPIC_EXCEPTION, one with a negative index
@@ -138,6 +141,27 @@ def check_txn_marker(marker: p.WritableTxnMarker) -> None:
     if not INT32_MIN <= marker.coordinator_epoch <= INT32_MAX:
         raise InvalidRequestError(
             f"coordinator_epoch must be an int32, got {marker.coordinator_epoch}"
+        )
+
+
+# --- InitProducerId ---------------------------------------------------------------------------
+
+
+def check_init_producer_id(request: p.InitProducerIdRequest) -> None:
+    """An id and epoch come together or not at all (Kafka's ``handleInitProducerIdRequest``),
+    and within their wire types."""
+    given = (request.producer_id != -1, request.producer_epoch != -1)
+    if given[0] != given[1]:
+        raise InvalidRequestError(
+            f"producer_id {request.producer_id} and producer_epoch {request.producer_epoch}: "
+            "give both or neither"
+        )
+    if given[0] and not (
+        0 <= request.producer_id <= INT64_MAX and 0 <= request.producer_epoch <= INT16_MAX
+    ):
+        raise InvalidRequestError(
+            f"producer_id {request.producer_id} and producer_epoch {request.producer_epoch} "
+            f"must be in [0, {INT64_MAX}] and [0, {INT16_MAX}]"
         )
 
 

@@ -21,7 +21,7 @@ error a KRaft controller gives an operation larger than it allows).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from ..config import BrokerConfig
 from ..errors import (
@@ -111,16 +111,7 @@ def check_assignments(
             raise InvalidReplicaAssignmentError(f"partition {index} is assigned more than once")
         if not replicas:
             raise InvalidReplicaAssignmentError(f"partition {index} has an empty replica list")
-        unknown = sorted(b for b in set(replicas) if b not in brokers)
-        if unknown:
-            raise InvalidReplicaAssignmentError(
-                f"partition {index} names brokers {unknown}, which the cluster does not have "
-                f"(brokers: {sorted(brokers)})"
-            )
-        if len(set(replicas)) != len(replicas):
-            raise InvalidReplicaAssignmentError(
-                f"partition {index} names a broker more than once: {list(replicas)}"
-            )
+        check_replica_brokers(index, replicas, brokers)
         if factor is not None and len(replicas) != factor:
             raise InvalidReplicaAssignmentError(
                 f"partition {index} has {len(replicas)} replicas, the partitions before it {factor}"
@@ -134,3 +125,17 @@ def check_assignments(
     if sorted(by_index) != list(range(len(by_index))):
         raise InvalidReplicaAssignmentError("partitions must be numbered 0, 1, 2... without gaps")
     return [by_index[i] for i in range(len(by_index))]
+
+
+def check_replica_brokers(index: int, replicas: Sequence[int], brokers: Collection[int]) -> None:
+    """An assignment names only brokers the cluster has, each once."""
+    unknown = sorted(b for b in set(replicas) if b not in brokers)
+    if unknown:
+        raise InvalidReplicaAssignmentError(
+            f"partition {index} names brokers {unknown}, which the cluster does not have "
+            f"(brokers: {sorted(brokers)})"
+        )
+    if len(set(replicas)) != len(replicas):
+        raise InvalidReplicaAssignmentError(
+            f"partition {index} names a broker more than once: {list(replicas)}"
+        )

@@ -163,6 +163,10 @@ class Transport(abc.ABC):
     ) -> p.DeleteRecordsResponse: ...
     @overload
     def send(
+        self, broker_id: int, request: p.InitProducerIdRequest, *, timeout_ms: int | None = None
+    ) -> p.InitProducerIdResponse: ...
+    @overload
+    def send(
         self,
         broker_id: int,
         request: p.OffsetsForLeaderEpochRequest,
@@ -177,6 +181,14 @@ class Transport(abc.ABC):
     def send(
         self, broker_id: int, request: p.DescribeConfigsRequest, *, timeout_ms: int | None = None
     ) -> p.DescribeConfigsResponse: ...
+    @overload
+    def send(
+        self, broker_id: int, request: p.CreatePartitionsRequest, *, timeout_ms: int | None = None
+    ) -> p.CreatePartitionsResponse: ...
+    @overload
+    def send(
+        self, broker_id: int, request: p.ElectLeadersRequest, *, timeout_ms: int | None = None
+    ) -> p.ElectLeadersResponse: ...
     @overload
     def send(
         self,
@@ -201,6 +213,10 @@ class Transport(abc.ABC):
         *,
         timeout_ms: int | None = None,
     ) -> p.ListPartitionReassignmentsResponse: ...
+    @overload
+    def send(
+        self, broker_id: int, request: p.DescribeClusterRequest, *, timeout_ms: int | None = None
+    ) -> p.DescribeClusterResponse: ...
     @overload
     def send(
         self, broker_id: int, request: p.LeaderAndIsrRequest, *, timeout_ms: int | None = None

@@ -6,8 +6,14 @@ request types, ``endpoints.py`` parses ``listeners`` and keeps what each broker 
 ``metrics.py`` counts requests and connections as Kafka does.
 """
 
-from .apis import APIS, Api
-from .endpoints import Endpoint, EndpointDirectory
-from .listener import WireListener
+import warnings
+
+with warnings.catch_warnings():
+    # kafka-python builds its message classes at import from JSON schemas it reads with
+    # importlib.resources' legacy functions, deprecated since Python 3.11: not our users' concern.
+    warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
+    from .apis import APIS, Api
+    from .endpoints import Endpoint, EndpointDirectory
+    from .listener import WireListener
 
 __all__ = ["APIS", "Api", "Endpoint", "EndpointDirectory", "WireListener"]

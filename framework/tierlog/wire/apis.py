@@ -18,14 +18,22 @@ import attrs
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
+from ..errors import LeaderNotAvailableError
 from ..server import protocol as p
 from .codec import MESSAGES, from_wire, to_wire
 from .endpoints import EndpointDirectory
+from .metrics import error_name
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
 
 log = logging.getLogger(__name__)
+
+_LEADER_NOT_AVAILABLE = LeaderNotAvailableError.code or 5
+
+
+class ConnectionClosed(Exception):
+    """The connection must close; the message says why, for the log."""
 
 
 @attrs.frozen
@@ -118,10 +126,27 @@ def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
         for partition in topic.partition_data:
             if partition.records is None:
                 partition.records = b""
-    answer = ctx.broker.handle(from_wire(message, p.ProduceRequest))
-    if message.acks == 0:
-        return None  # Kafka sends nothing back for acks=0; errors show in the broker's log
-    return to_wire(answer, _response_class(0, ctx.version))
+    request = from_wire(message, p.ProduceRequest)
+    if request.acks == p.Acks.NONE:
+        # Appended as acks=1 is (the leader alone), so the results exist to act on; the
+        # client is sent nothing.
+        answer = ctx.broker.handle(attrs.evolve(request, acks=p.Acks.LEADER))
+        assert isinstance(answer, p.ProduceResponse)
+        _close_on_failure(answer)
+        return None
+    return to_wire(ctx.broker.handle(request), _response_class(0, ctx.version))
+
+
+def _close_on_failure(answer: p.ProduceResponse) -> None:
+    """An acks=0 producer hears of nothing but a closed connection, so a failed acks=0 produce
+    closes it, as Kafka does: the client then refreshes its metadata and learns of the trouble."""
+    for topic in answer.responses:
+        for partition in topic.partition_responses:
+            if partition.error_code != p.NONE:
+                raise ConnectionClosed(
+                    f"acks=0 produce to {topic.name}-{partition.index} failed with "
+                    f"{error_name(partition.error_code)}: {partition.error_message}"
+                )
 
 
 # --- Fetch ---------------------------------------------------------------------------------
@@ -154,19 +179,102 @@ def _metadata_request(ctx: RequestContext, message: Any, request: p.MetadataRequ
 
 
 def _metadata_response(ctx: RequestContext, answer: p.MetadataResponse, wire: Any) -> Any:
-    """Brokers as their listeners advertise them; one with no listener is left out."""
+    """Brokers at their advertised addresses; a partition whose leader is not among them (its
+    listener is down, the broker stopping) has no leader a client could reach:
+    LEADER_NOT_AVAILABLE, as Kafka answers while a leader is being elected."""
+    wire.brokers = _advertised(ctx, wire.brokers, "node_id")
+    listed = {broker.node_id for broker in wire.brokers}
+    for topic in wire.topics:
+        for partition in topic.partitions:
+            if partition.error_code == 0 and partition.leader_id not in listed:
+                partition.error_code = _LEADER_NOT_AVAILABLE
+                partition.leader_id = p.NO_LEADER
+    return wire
+
+
+def _advertised(ctx: RequestContext, brokers: list[Any], id_field: str) -> list[Any]:
+    """``brokers`` (wire objects) at the addresses their listeners advertise on the listener
+    this request came in on; a broker with no such listener is left out."""
     endpoints = ctx.endpoints.snapshot(ctx.listener)
-    broker_class = type(wire).MetadataResponseBroker
-    wire.brokers = [
-        broker_class(
-            node_id=b.node_id,
-            host=endpoints[b.node_id].host,
-            port=endpoints[b.node_id].port,
-            rack=b.rack,
+    listed = []
+    for broker in brokers:
+        endpoint = endpoints.get(getattr(broker, id_field))
+        if endpoint is not None:
+            broker.host, broker.port = endpoint.host, endpoint.port
+            listed.append(broker)
+    return listed
+
+
+# --- FindCoordinator -----------------------------------------------------------------------
+
+#: COORDINATOR_NOT_AVAILABLE: retriable, so a client asking keeps working and asks again later.
+_COORDINATOR_NOT_AVAILABLE = 15
+_NO_COORDINATOR = "tierlog has no group or transaction coordinator yet"
+
+
+def _find_coordinator(ctx: RequestContext, message: Any) -> ApiMessage:
+    """There is no coordinator to find (consumer groups and transactions are not served): every
+    key is answered COORDINATOR_NOT_AVAILABLE, as a Kafka cluster answers while its coordinator
+    is loading. Served at all because librdkafka takes FindCoordinator being advertised as the
+    sign of a broker that reads LZ4 batches, and otherwise sends them uncompressed."""
+    response = _response_class(10, ctx.version)
+    if ctx.version < 4:
+        return response(
+            error_code=_COORDINATOR_NOT_AVAILABLE,
+            error_message=_NO_COORDINATOR,
+            node_id=p.NO_LEADER,
+            host="",
+            port=-1,
         )
-        for b in answer.brokers
-        if b.node_id in endpoints
-    ]
+    return response(
+        coordinators=[
+            response.Coordinator(
+                key=key,
+                node_id=p.NO_LEADER,
+                host="",
+                port=-1,
+                error_code=_COORDINATOR_NOT_AVAILABLE,
+                error_message=_NO_COORDINATOR,
+            )
+            for key in message.coordinator_keys
+        ]
+    )
+
+
+# --- AlterConfigs --------------------------------------------------------------------------
+
+
+def _alter_configs(ctx: RequestContext, message: Any) -> ApiMessage:
+    """The legacy, whole-set AlterConfigs (aiokafka's only way) as the incremental one: every
+    key given is SET, every dynamic key set now and not given is DELETEd, as Kafka replaces a
+    resource's whole dynamic configuration."""
+    image = ctx.broker.controller.image()
+    resources = []
+    for resource in message.resources:
+        given = {config.name: config.value for config in resource.configs}
+        if resource.resource_type == p.ResourceType.TOPIC:
+            topic = image.topic(resource.resource_name)
+            current = {} if topic is None else topic.configs
+        else:
+            current = image.broker_configs.get(resource.resource_name, {})
+        ops = [p.AlterableConfig(name, p.AlterConfigOp.SET, value) for name, value in given.items()]
+        ops += [
+            p.AlterableConfig(name, p.AlterConfigOp.DELETE) for name in current if name not in given
+        ]
+        resources.append(
+            p.AlterConfigsResource(resource.resource_type, resource.resource_name, ops)
+        )
+    answer = ctx.broker.handle(p.IncrementalAlterConfigsRequest(resources, message.validate_only))
+    return to_wire(answer, _response_class(33, ctx.version))
+
+
+# --- DescribeCluster -----------------------------------------------------------------------
+
+
+def _describe_cluster_response(
+    ctx: RequestContext, answer: p.DescribeClusterResponse, wire: Any
+) -> Any:
+    wire.brokers = _advertised(ctx, wire.brokers, "broker_id")
     return wire
 
 
@@ -186,15 +294,26 @@ APIS: dict[int, Api] = {
                 patch_response=_metadata_response,
             ),
         ),
+        Api(10, 0, 4, _find_coordinator),
         Api(18, 0, 4, _api_versions),
         Api(19, 0, 7, _generic(p.CreateTopicsRequest)),
         Api(20, 0, 6, _generic(p.DeleteTopicsRequest)),
         Api(21, 0, 2, _generic(p.DeleteRecordsRequest)),
+        Api(22, 0, 4, _generic(p.InitProducerIdRequest)),
         Api(23, 2, 4, _generic(p.OffsetsForLeaderEpochRequest)),
         Api(32, 0, 4, _generic(p.DescribeConfigsRequest)),
+        Api(33, 0, 2, _alter_configs),
+        Api(37, 0, 3, _generic(p.CreatePartitionsRequest)),
+        Api(43, 0, 2, _generic(p.ElectLeadersRequest)),
         Api(44, 0, 1, _generic(p.IncrementalAlterConfigsRequest)),
         Api(45, 0, 0, _generic(p.AlterPartitionReassignmentsRequest)),
         Api(46, 0, 0, _generic(p.ListPartitionReassignmentsRequest)),
+        Api(
+            60,
+            0,
+            1,
+            _generic(p.DescribeClusterRequest, patch_response=_describe_cluster_response),
+        ),
     )
 }
 """api key -> what is served of it."""

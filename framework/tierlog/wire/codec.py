@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 import attrs
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
@@ -51,6 +53,10 @@ from kafka.protocol.consumer.offsets import (
     OffsetForLeaderEpochResponse,
 )
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
@@ -65,6 +71,7 @@ MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (FetchRequest, FetchResponse),
         (ListOffsetsRequest, ListOffsetsResponse),
         (MetadataRequest, MetadataResponse),
+        (FindCoordinatorRequest, FindCoordinatorResponse),
         (ApiVersionsRequest, ApiVersionsResponse),
         (CreateTopicsRequest, CreateTopicsResponse),
         (DeleteTopicsRequest, DeleteTopicsResponse),
@@ -72,6 +79,7 @@ MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (InitProducerIdRequest, InitProducerIdResponse),
         (OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
         (DescribeConfigsRequest, DescribeConfigsResponse),
+        (AlterConfigsRequest, AlterConfigsResponse),
         (CreatePartitionsRequest, CreatePartitionsResponse),
         (ElectLeadersRequest, ElectLeadersResponse),
         (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),

@@ -29,8 +29,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO, Final
 
 from ..config import BrokerConfig
+from ..errors import BrokerNotAvailableError
 from ..metrics import MetricsRegistry
-from .apis import APIS, RequestContext, api_versions_response
+from .apis import APIS, ConnectionClosed, RequestContext, api_versions_response
 from .codec import (
     FrameError,
     ResponseError,
@@ -57,10 +58,6 @@ _API_VERSIONS_KEY = 18
 _UNSUPPORTED_VERSION = 35  # UNSUPPORTED_VERSION
 #: How often blocked accept/read calls look at whether the listener is stopping.
 _POLL_S = 0.5
-
-
-class ConnectionClosed(Exception):
-    """The connection must close; the message says why, for the log."""
 
 
 class WireListener:
@@ -128,7 +125,8 @@ class WireListener:
                 except OSError as err:
                     sock.close()
                     raise OSError(
-                        err.errno, f"broker {self.broker_id} cannot listen on {endpoint}: {err}"
+                        err.errno,
+                        f"broker {self.broker_id} cannot listen on {endpoint}: {err.strerror}",
                     ) from None
                 sock.listen(128)
                 sock.settimeout(_POLL_S)
@@ -332,6 +330,8 @@ class WireListener:
             started = time.perf_counter()
             response = api.handler(ctx, message)
             handled = time.perf_counter()
+        except BrokerNotAvailableError as err:
+            raise ConnectionClosed(str(err)) from None  # stopping: clients go to another broker
         finally:
             self._slots.release()
         errors = () if response is None else tuple(response_errors(response))
