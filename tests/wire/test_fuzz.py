@@ -8,9 +8,10 @@ reach the broker's handlers, where a hostile value that is not validated shows u
 exception. The rest are raw: bit flips, truncations, lying size fields, inserted and deleted
 bytes, splices of two frames, random API keys and versions; those test the frame reader and
 the decoder, and mostly end their connection, as Kafka closes a connection on a malformed
-request. So each connection carries a run of frames, pipelined, and ends with a frame of an
-unknown API key; the broker's own count of request frames read whole (``request-rate`` of
-``socket-server-metrics``) is what must reach 100,000.
+request. So each connection carries a run of frames, pipelined (up to ``WINDOW`` answers due,
+so a frame with no answer, an acks=0 produce, holds nothing up), ended by a raw frame or by a
+frame of an unknown API key; the broker's own count of request frames read whole
+(``request-rate`` of ``socket-server-metrics``) is what must reach 100,000.
 
 Everything is seeded: connection ``i`` draws from ``Random(f"{SEED}:{i}")`` over the same
 seeds (``first_of_each_kind``; the test leaves them in its ``tmp_path`` as ``corpus``), and a
@@ -106,11 +107,14 @@ _STRINGS = (
 @attrs.frozen
 class Mutation:
     """A size-prefixed request frame. ``answered``: it decodes and asks for an answer (the
-    broker answers it unless it closes the connection); ``lying``: its size field says more
-    than follows, so nothing may be sent after it."""
+    broker answers it unless it closes the connection); ``raw``: its structure is broken, so
+    the broker most likely closes the connection after it and frames sent behind it are
+    wasted; ``lying``: its size field says more than follows, so nothing may be sent after
+    it."""
 
     frame: bytes
     answered: bool = False
+    raw: bool = False
     lying: bool = False
 
 
@@ -179,7 +183,7 @@ class Mutator:
                     (1 << 31) - 1,
                 )
             )
-            return Mutation(_SIZE.pack(size) + bytes(data), lying=True)
+            return Mutation(_SIZE.pack(size) + bytes(data), raw=True, lying=True)
         elif kind == 3:
             at = rng.randrange(len(data) + 1)
             data[at:at] = rng.randbytes(rng.randint(1, 16))
@@ -194,7 +198,7 @@ class Mutator:
             data[0:4] = struct.pack(">hh", key, rng.randint(-2, 20))
         if _key(bytes(data)) in EXCLUDED_KEYS:
             data[0:2] = struct.pack(">h", UNKNOWN_KEY)
-        return Mutation(_framed(bytes(data)))
+        return Mutation(_framed(bytes(data)), raw=True)
 
 
 def closing_frame() -> bytes:
@@ -416,6 +420,8 @@ def _send(
         run.sent += 1
         if mutation.lying:
             conn.left, conn.lying = 0, True
+        elif mutation.raw:
+            conn.left = 1  # the closing frame is next
     if conn.out:
         try:
             written = conn.sock.send(conn.out)
