@@ -592,7 +592,8 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
     Admin(cluster.transport).create_topics(
         [NewTopic("corpus", 2, 1, configs=CORPUS_TOPIC), NewTopic("kept", 3, 1)]
     )
-    # Fetches of the corpus find data at the offsets real clients read, instead of long-polling.
+    # Fetches of the corpus find data at the offsets real clients read, instead of long-polling,
+    # until retention (CORPUS_TOPIC) moves the log start past them: then they are out of range.
     produce_acked(cluster, "corpus", 2, 1000)
     kept = produce_acked(cluster, "kept", 3, 300)
     assert read_back(cluster, "kept", 3) == kept
