@@ -116,3 +116,19 @@ def test_requests_on_one_connection_are_answered_in_order_and_a_long_poll_blocks
 
 def _readable(sock: socket.socket) -> bool:
     return bool(select.select([sock], [], [], 0)[0])
+
+
+def test_long_polls_hold_no_request_slot(make_listening: Callable[..., EmbeddedCluster]) -> None:
+    """``queued.max.requests`` bounds requests read and not yet handled, as Kafka's request
+    queue does: consumers waiting in long polls never starve another connection."""
+    cluster = make_listening(queued_max_requests=2)
+    Admin(cluster.transport).create_topics([NewTopic("idle", 1, 1)])
+    with RawClient.to(cluster) as one, RawClient.to(cluster) as two, RawClient.to(cluster) as third:
+        one.send(fetch_request("idle", 0, max_wait_ms=3000), 12)
+        two.send(fetch_request("idle", 0, max_wait_ms=3000), 12)
+        answered = third.call(MetadataRequest(topics=None), 12)
+        assert [t.name for t in answered.topics] == ["idle"]
+        assert not _readable(one.sock) and not _readable(two.sock)  # both still waiting
+        for waiting in (one, two):
+            response = FetchResponse.decode(waiting.read_frame(), version=12, header=True)
+            assert response.responses[0].partitions[0].records == b""

@@ -757,8 +757,9 @@ _NETWORK_KEYS: Final = (
         INT,
         500,
         validator=at_least(1),
-        doc="Most requests the broker works on at once over all connections; a connection "
-        "whose next request finds none free waits to read it.",
+        doc="Most requests read and not yet handed to their handler, over all connections "
+        "(Kafka's request queue); a connection whose next request finds none free waits to "
+        "read it. A request waiting in the broker (a long poll) holds none.",
     ),
     ConfigKey(
         "metrics.prometheus.port",

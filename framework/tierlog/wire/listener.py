@@ -5,7 +5,9 @@ reads a frame, answers it, writes the answer, and only then reads the next frame
 connection are answered strictly in order (Kafka's channel muting), and a request that waits
 (a long-poll fetch, a remote read, an acks=all produce) holds only its own connection. The
 broker's handlers are blocking calls, so this is the simplest model that keeps every other
-connection flowing; ``queued.max.requests`` bounds how many requests are worked on at once.
+connection flowing. ``queued.max.requests`` bounds the requests read and not yet handed to
+their handler, as Kafka's request queue does: a frame takes a slot once its size is known and
+gives it back when its handler starts, so requests waiting inside the broker hold none.
 
 Bad input closes the connection after one log line naming the problem and the peer, as Kafka
 does: a frame over ``socket.request.max.bytes`` or of negative size, a truncated or
@@ -228,11 +230,14 @@ class WireListener:
             reader = typing.cast(BinaryIO, conn.makefile("rb", buffering=256 * 1024))
             while not self._stopping.is_set():
                 waiting_since = time.perf_counter()
-                frame = self._read_frame(reader)
-                received = time.perf_counter()
-                if metrics is not None:
-                    metrics.received(len(frame))
-                self._answer(conn, frame, peer, endpoint, metrics, received)
+                frame, slot = self._read_frame(reader)
+                try:
+                    received = time.perf_counter()
+                    if metrics is not None:
+                        metrics.received(len(frame))
+                    self._answer(conn, frame, slot, peer, endpoint, metrics, received)
+                finally:
+                    slot.release()
                 if metrics is not None:
                     metrics.waited(received - waiting_since, time.perf_counter() - received)
         except ConnectionClosed as why:
@@ -267,7 +272,9 @@ class WireListener:
             if metrics is not None:
                 metrics.connection_closed()
 
-    def _read_frame(self, reader: BinaryIO) -> bytes:
+    def _read_frame(self, reader: BinaryIO) -> tuple[bytes, _Slot]:
+        """The next frame, and the ``queued.max.requests`` slot it holds until its handler
+        starts (taken once its size is known, so an idle connection holds none)."""
         read = reader.read
         prefix = read(4)
         if not prefix:
@@ -281,15 +288,21 @@ class WireListener:
             raise ConnectionClosed(
                 f"frame of {size} bytes is larger than socket.request.max.bytes ({self._max_frame})"
             )
-        frame = read(size)
-        if len(frame) < size:
-            raise ConnectionClosed(f"truncated frame: {len(frame)} of {size} bytes")
-        return bytes(frame)
+        slot = _Slot(self._slots)
+        try:
+            frame = read(size)
+            if len(frame) < size:
+                raise ConnectionClosed(f"truncated frame: {len(frame)} of {size} bytes")
+        except BaseException:
+            slot.release()
+            raise
+        return bytes(frame), slot
 
     def _answer(
         self,
         conn: socket.socket,
         frame: bytes,
+        slot: _Slot,
         peer: str,
         endpoint: Endpoint,
         metrics: NetworkMetrics | None,
@@ -325,15 +338,13 @@ class WireListener:
             client_id=client_id,
             peer=peer,
         )
-        self._slots.acquire()
+        slot.release()  # handled now: a request that waits in its handler holds no slot
         try:
             started = time.perf_counter()
             response = api.handler(ctx, message)
             handled = time.perf_counter()
         except BrokerNotAvailableError as err:
             raise ConnectionClosed(str(err)) from None  # stopping: clients go to another broker
-        finally:
-            self._slots.release()
         errors = () if response is None else tuple(response_errors(response))
         refused = [_refusal(error) for error in errors if _malformed(error)]
         if refused:  # logged before the answer goes, so the client never sees it first
@@ -413,3 +424,16 @@ def _offset(endpoint: Endpoint, offset: int) -> Endpoint:
     return Endpoint(
         endpoint.name, endpoint.host, endpoint.port + offset, endpoint.security_protocol
     )
+
+
+class _Slot:
+    """One ``queued.max.requests`` slot, released at most once."""
+
+    def __init__(self, slots: threading.BoundedSemaphore) -> None:
+        slots.acquire()
+        self._slots: threading.BoundedSemaphore | None = slots
+
+    def release(self) -> None:
+        slots, self._slots = self._slots, None
+        if slots is not None:
+            slots.release()
