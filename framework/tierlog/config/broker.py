@@ -167,6 +167,14 @@ _GENERAL_KEYS: Final = (
         doc="Bytes a whole follower fetch response may hold.",
     ),
     ConfigKey(
+        "fetch.max.bytes",
+        INT,
+        57671680,
+        validator=at_least(1024),
+        doc="Bytes a whole consumer fetch response may hold, whatever the request's max_bytes "
+        "(one larger batch is still returned).",
+    ),
+    ConfigKey(
         "replica.fetch.backoff.ms",
         INT,
         1000,

@@ -11,6 +11,8 @@ import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+import attrs
+
 from ..errors import (
     RemoteStorageQueueFullError,
     ReplicaNotAvailableError,
@@ -50,6 +52,11 @@ def fetch(broker: Broker, request: p.FetchRequest) -> p.FetchResponse:
         check_fetch_request(request)
     except TierlogError as err:
         return p.FetchResponse((), error_code=error_code_of(err))
+    if request.replica_id < 0:
+        # A consumer's response is capped by the broker too, as in Kafka.
+        cap = broker.config.get_int("fetch.max.bytes")
+        if request.max_bytes > cap:
+            request = attrs.evolve(request, max_bytes=cap)
     image = broker.controller.image()
     topics = [_resolve_fetch_topic(image, topic) for topic in request.topics]
     if request.replica_id >= 0:
