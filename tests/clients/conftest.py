@@ -435,17 +435,20 @@ class KafkaPythonProducer:
         self._producer.close(timeout=10)
 
 
+#: kafka-python's and aiokafka's consumer settings for assign() without a group.
+PYTHON_ASSIGN_ONLY: dict[str, object] = {
+    "group_id": None,
+    "enable_auto_commit": False,
+    "auto_offset_reset": "none",
+    "fetch_max_wait_ms": 100,
+}
+
+
 class KafkaPythonConsumer(_Reads):
     name = "kafka-python"
 
     def __init__(self, bootstrap: str, **config: object) -> None:
-        settings: dict[str, object] = {
-            "bootstrap_servers": bootstrap,
-            "group_id": None,
-            "enable_auto_commit": False,
-            "auto_offset_reset": "none",
-            "fetch_max_wait_ms": 100,
-        }
+        settings: dict[str, object] = {**PYTHON_ASSIGN_ONLY, "bootstrap_servers": bootstrap}
         settings.update(config)
         self._consumer = kafka.KafkaConsumer(**settings)
         self._pending = []
@@ -534,13 +537,7 @@ class AioKafkaConsumer(_Reads):
     name = "aiokafka"
 
     def __init__(self, bootstrap: str, **config: object) -> None:
-        settings: dict[str, object] = {
-            "bootstrap_servers": bootstrap,
-            "group_id": None,
-            "enable_auto_commit": False,
-            "auto_offset_reset": "none",
-            "fetch_max_wait_ms": 100,
-        }
+        settings: dict[str, object] = {**PYTHON_ASSIGN_ONLY, "bootstrap_servers": bootstrap}
         settings.update(config)
         self._runner = asyncio.Runner()
 

@@ -68,7 +68,7 @@ class RawClient:
         self.close()
 
 
-def produce_request(topic: str, records: bytes, partition: int = 0, acks: int = -1) -> Any:
+def produce_request(topic: str, records: bytes | None, partition: int = 0, acks: int = -1) -> Any:
     """A Produce of one batch to one partition."""
     r = ProduceRequest
     return r(

@@ -36,7 +36,6 @@ from kafka.protocol.consumer.fetch import FetchResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 from kafka.protocol.metadata.metadata import MetadataRequest
-from kafka.protocol.producer.produce import ProduceRequest
 from kafka.record import MemoryRecords, MemoryRecordsBuilder
 from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
@@ -44,7 +43,7 @@ from tierlog.records.batch import crc32c
 from tierlog.wire import APIS
 
 from .acked import produce_acked
-from .raw import RawClient, fetch_request
+from .raw import RawClient, fetch_request, produce_request
 
 MAX_REQUEST_BYTES = 1 << 20
 #: Caps a fetch's ``max_wait_ms``: a hostile long poll is answered after this.
@@ -207,23 +206,6 @@ def _batch(records: int = 3) -> bytes:
     return bytes(builder.buffer())
 
 
-def _produce_request(topic: str, partition: int, records: bytes | None, acks: int) -> Any:
-    r = ProduceRequest
-    return r(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=10_000,
-        topic_data=[
-            r.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    r.TopicProduceData.PartitionProduceData(index=partition, records=records)
-                ],
-            )
-        ],
-    )
-
-
 # --- frames the broker cannot read as requests: the connection closes ------------------------
 
 
@@ -236,7 +218,7 @@ def _framed(body: bytes) -> bytes:
 
 
 def _null_topic_name() -> bytes:
-    request = _produce_request("abused", 0, _batch(), acks=-1)
+    request = produce_request("abused", _batch())
     request.topic_data[0].name = None
     request.API_VERSION = 9
     request.with_header(correlation_id=7, client_id="c")
@@ -381,7 +363,7 @@ CORRUPT = [
 
 
 def _produce(raw: RawClient, topic: str, partition: int, records: bytes, acks: int = -1) -> Any:
-    response = raw.call(_produce_request(topic, partition, records, acks), 9)
+    response = raw.call(produce_request(topic, records, partition, acks), 9)
     (answer,) = response.responses[0].partition_responses
     return answer
 
@@ -417,7 +399,7 @@ def test_a_corrupt_batch_with_acks_0_closes_the_connection(
     abused: Abused, broker_log: Callable[[], list[str]]
 ) -> None:
     with abused.raw() as raw:
-        raw.send(_produce_request("abused", 0, _flip_crc_covered(bytearray(_batch())), 0), 9)
+        raw.send(produce_request("abused", _flip_crc_covered(bytearray(_batch())), acks=0), 9)
         peer = _peer(raw.sock)
         raw.sock.settimeout(5)
         with contextlib.suppress(TimeoutError):
