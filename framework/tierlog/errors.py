@@ -294,6 +294,37 @@ class OffsetMovedToTieredStorageError(TierlogError):
     code, kafka_name = 109, "OFFSET_MOVED_TO_TIERED_STORAGE"
 
 
+class FencedMemberEpochError(TierlogError):
+    """A consumer-protocol member's epoch is not the coordinator's (KIP-848): it must give up
+    its partitions and join again."""
+
+    code, kafka_name = 110, "FENCED_MEMBER_EPOCH"
+
+
+class UnreleasedInstanceIdError(TierlogError):
+    """A static member joined under an instance id another member still holds (KIP-848)."""
+
+    code, kafka_name = 111, "UNRELEASED_INSTANCE_ID"
+
+
+class UnsupportedAssignorError(TierlogError):
+    """A member asked for a server-side assignor the coordinator does not have."""
+
+    code, kafka_name = 112, "UNSUPPORTED_ASSIGNOR"
+
+
+class StaleMemberEpochError(TierlogError):
+    """An offset commit carried a member epoch older than the member's (KIP-848)."""
+
+    code, kafka_name = 113, "STALE_MEMBER_EPOCH"
+
+
+class InvalidRegularExpressionError(TierlogError, ValueError):
+    """A consumer-protocol subscription's topic pattern does not compile."""
+
+    code, kafka_name = 128, "INVALID_REGULAR_EXPRESSION"
+
+
 class MismatchedEndpointTypeError(TierlogError):
     """A DescribeCluster asked a broker for the controllers' endpoints."""
 

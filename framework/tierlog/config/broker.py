@@ -781,10 +781,149 @@ _NETWORK_KEYS: Final = (
 )
 
 
+#: The consumer group protocol (KIP-848): Kafka 4's ``group.consumer.*`` keys and defaults.
+GROUP_REBALANCE_PROTOCOLS: Final = ("classic", "consumer")
+CONSUMER_GROUP_ASSIGNORS: Final = ("uniform", "range")
+
+_CONSUMER_GROUP_KEYS: Final = (
+    ConfigKey(
+        "group.coordinator.rebalance.protocols",
+        LIST,
+        GROUP_REBALANCE_PROTOCOLS,
+        validator=list_of(one_of(*GROUP_REBALANCE_PROTOCOLS)),
+        doc="The group protocols the coordinator serves; classic must be among them. Without "
+        "consumer, ConsumerGroupHeartbeat and ConsumerGroupDescribe are not advertised and "
+        "consumers configured with group.protocol=consumer cannot join.",
+    ),
+    ConfigKey(
+        "group.consumer.heartbeat.interval.ms",
+        INT,
+        5000,
+        validator=at_least(1),
+        doc="How often a consumer-protocol member is told to send a heartbeat; below "
+        "group.consumer.session.timeout.ms.",
+    ),
+    ConfigKey(
+        "group.consumer.min.heartbeat.interval.ms",
+        INT,
+        5000,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Smallest group.consumer.heartbeat.interval.ms allowed.",
+    ),
+    ConfigKey(
+        "group.consumer.max.heartbeat.interval.ms",
+        INT,
+        15000,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Largest group.consumer.heartbeat.interval.ms allowed.",
+    ),
+    ConfigKey(
+        "group.consumer.session.timeout.ms",
+        INT,
+        45000,
+        validator=at_least(1),
+        doc="A consumer-protocol member that sends no heartbeat for this long is removed from "
+        "its group, and its partitions go to the others.",
+    ),
+    ConfigKey(
+        "group.consumer.min.session.timeout.ms",
+        INT,
+        45000,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Smallest group.consumer.session.timeout.ms allowed.",
+    ),
+    ConfigKey(
+        "group.consumer.max.session.timeout.ms",
+        INT,
+        60000,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Largest group.consumer.session.timeout.ms allowed.",
+    ),
+    ConfigKey(
+        "group.consumer.assignors",
+        LIST,
+        CONSUMER_GROUP_ASSIGNORS,
+        validator=list_of(one_of(*CONSUMER_GROUP_ASSIGNORS)),
+        doc="The server-side assignors consumer-protocol members may ask for by name "
+        "(group.remote.assignor); the first is used when none is asked for. Kafka also takes "
+        "Java class names here; tierlog has only its built-in uniform and range.",
+    ),
+    ConfigKey(
+        "group.consumer.max.size",
+        INT,
+        2147483647,
+        validator=at_least(1),
+        doc="Most members a consumer-protocol group may have; one more is refused with "
+        "GROUP_MAX_SIZE_REACHED.",
+    ),
+)
+
+
+def _consumer_group_timeouts_in_bounds(values: Mapping[str, object]) -> None:
+    for name in ("heartbeat.interval.ms", "session.timeout.ms"):
+        value = _int(values, f"group.consumer.{name}")
+        low = _int(values, f"group.consumer.min.{name}")
+        high = _int(values, f"group.consumer.max.{name}")
+        if not low <= value <= high:
+            raise InvalidConfigError(
+                f"group.consumer.{name} = {value} must lie between group.consumer.min.{name} "
+                f"({low}) and group.consumer.max.{name} ({high})",
+                key=f"group.consumer.{name}",
+                value=value,
+            )
+    heartbeat = _int(values, "group.consumer.heartbeat.interval.ms")
+    session = _int(values, "group.consumer.session.timeout.ms")
+    if heartbeat >= session:
+        raise InvalidConfigError(
+            f"group.consumer.heartbeat.interval.ms = {heartbeat} must be below "
+            f"group.consumer.session.timeout.ms ({session})",
+            key="group.consumer.heartbeat.interval.ms",
+            value=heartbeat,
+        )
+
+
+def _classic_protocol_served(values: Mapping[str, object]) -> None:
+    protocols = values["group.coordinator.rebalance.protocols"]
+    assert isinstance(protocols, (list, tuple))
+    if "classic" not in protocols:
+        raise InvalidConfigError(
+            f"group.coordinator.rebalance.protocols = {','.join(protocols)} must include "
+            "classic",
+            key="group.coordinator.rebalance.protocols",
+            value=protocols,
+        )
+
+
+CONSUMER_GROUP_RULES: Final = (
+    ConfigRule(
+        "group.consumer.* heartbeat interval and session timeout within their bounds, the "
+        "interval below the timeout",
+        (
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms",
+            "group.consumer.session.timeout.ms",
+            "group.consumer.min.session.timeout.ms",
+            "group.consumer.max.session.timeout.ms",
+        ),
+        _consumer_group_timeouts_in_bounds,
+    ),
+    ConfigRule(
+        "group.coordinator.rebalance.protocols includes classic",
+        ("group.coordinator.rebalance.protocols",),
+        _classic_protocol_served,
+    ),
+)
+
+
 #: Every broker key; ``rsm.config.``, ``rlmm.config.`` and ``plugin.<name>.`` keys go to plugins.
 BROKER_CONFIG: Final = ConfigDef(
-    keys=_GENERAL_KEYS + _NETWORK_KEYS + _REMOTE_KEYS,
-    rules=BROKER_RULES,
+    keys=_GENERAL_KEYS + _NETWORK_KEYS + _REMOTE_KEYS + _CONSUMER_GROUP_KEYS,
+    rules=BROKER_RULES + CONSUMER_GROUP_RULES,
     raw_prefixes=(PLUGIN_PREFIX,),
     prefix_keys=(
         "remote.log.storage.manager.impl.prefix",
