@@ -47,8 +47,10 @@ def freeze_partitions(partitions: Mapping[Uuid, Iterable[int]]) -> dict[Uuid, fr
     return {topic: frozenset(parts) for topic, parts in partitions.items() if parts}
 
 
-def _frozen_map(value: Mapping[Uuid, Iterable[int]]) -> tuple[tuple[Uuid, frozenset[int]], ...]:
-    return tuple(sorted(freeze_partitions(value).items()))
+def _frozen_map(
+    value: Mapping[Uuid, Iterable[int]] | Iterable[tuple[Uuid, Iterable[int]]],
+) -> tuple[tuple[Uuid, frozenset[int]], ...]:
+    return tuple(sorted(freeze_partitions(dict(value)).items()))
 
 
 @attrs.frozen

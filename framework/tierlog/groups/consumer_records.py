@@ -7,14 +7,13 @@ current assignment and reconciliation state. Values are flexible-version message
 their own version (0). A tombstone (null value) removes what the key names, so compaction keeps
 one record per key and the topic stays bounded by the live groups and members.
 
-The layouts are Kafka's JSON schemas (``wire/schemas``) read by the codec's message machinery,
+The layouts are Kafka's JSON schemas (``consumer_schemas``) read by the codec's message machinery,
 so the bytes are Kafka's and a Kafka tool reading the topic understands them.
 """
 
 from __future__ import annotations
 
 import uuid
-import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,15 +21,8 @@ from ..errors import CorruptRecordError
 from ..model import ZERO_UUID, Uuid
 from .consumer_group import ConsumerGroup, TopicMetadata
 from .consumer_member import ConsumerGroupMember, MemberState
+from .consumer_schemas import load_data
 from .records import CoordinatorRecord
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from kafka.protocol.api_data import ApiData
-
-from ..wire import schemas as _schemas
-
-_PACKAGE = _schemas.__name__
 
 GROUP_EPOCH_KEY_VERSION = 3
 SUBSCRIPTION_METADATA_KEY_VERSION = 4
@@ -42,54 +34,18 @@ CURRENT_ASSIGNMENT_KEY_VERSION = 8
 KEY_VERSIONS = (3, 4, 5, 6, 7, 8)
 """The key versions of a consumer-protocol group's records."""
 
-
-class ConsumerGroupMetadataKey(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupMetadataValue(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupPartitionMetadataKey(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupPartitionMetadataValue(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupMemberMetadataKey(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupMemberMetadataValue(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupTargetAssignmentMetadataKey(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupTargetAssignmentMemberKey(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupCurrentMemberAssignmentKey(ApiData, load_json=_PACKAGE):
-    pass
-
-
-class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=_PACKAGE):
-    pass
-
+ConsumerGroupMetadataKey = load_data("ConsumerGroupMetadataKey")
+ConsumerGroupMetadataValue = load_data("ConsumerGroupMetadataValue")
+ConsumerGroupPartitionMetadataKey = load_data("ConsumerGroupPartitionMetadataKey")
+ConsumerGroupPartitionMetadataValue = load_data("ConsumerGroupPartitionMetadataValue")
+ConsumerGroupMemberMetadataKey = load_data("ConsumerGroupMemberMetadataKey")
+ConsumerGroupMemberMetadataValue = load_data("ConsumerGroupMemberMetadataValue")
+ConsumerGroupTargetAssignmentMetadataKey = load_data("ConsumerGroupTargetAssignmentMetadataKey")
+ConsumerGroupTargetAssignmentMetadataValue = load_data("ConsumerGroupTargetAssignmentMetadataValue")
+ConsumerGroupTargetAssignmentMemberKey = load_data("ConsumerGroupTargetAssignmentMemberKey")
+ConsumerGroupTargetAssignmentMemberValue = load_data("ConsumerGroupTargetAssignmentMemberValue")
+ConsumerGroupCurrentMemberAssignmentKey = load_data("ConsumerGroupCurrentMemberAssignmentKey")
+ConsumerGroupCurrentMemberAssignmentValue = load_data("ConsumerGroupCurrentMemberAssignmentValue")
 
 _KEYS: dict[int, Any] = {
     3: ConsumerGroupMetadataKey,

@@ -19,6 +19,7 @@ from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse
 
 from ..errors import LeaderNotAvailableError
+from ..groups import consumer_protocol as cgp
 from ..server import protocol as p
 from .codec import MESSAGES, from_wire, to_wire
 from .endpoints import EndpointDirectory
@@ -98,9 +99,11 @@ def _generic(
 # --- ApiVersions ---------------------------------------------------------------------------
 
 
-def api_versions_response(version: int, error_code: int = 0) -> ApiMessage:
+def api_versions_response(
+    version: int, error_code: int = 0, hidden: frozenset[int] = frozenset()
+) -> ApiMessage:
     """Every API in :data:`APIS` with its range (KIP-511: ``error_code`` 35 and version 0 when
-    the client asked for a version this broker does not serve)."""
+    the client asked for a version this broker does not serve), but the ``hidden`` keys."""
     response_class = ApiVersionsResponse[version]
     return response_class(
         error_code=error_code,
@@ -109,13 +112,22 @@ def api_versions_response(version: int, error_code: int = 0) -> ApiMessage:
                 api_key=api.key, min_version=api.min_version, max_version=api.max_version
             )
             for api in sorted(APIS.values(), key=lambda a: a.key)
+            if api.key not in hidden
         ],
         throttle_time_ms=0,
     )
 
 
 def _api_versions(ctx: RequestContext, _message: Any) -> ApiMessage:
-    return api_versions_response(ctx.version)
+    return api_versions_response(ctx.version, hidden=_disabled_apis(ctx))
+
+
+def _disabled_apis(ctx: RequestContext) -> frozenset[int]:
+    """The APIs switched off by configuration: the consumer group protocol's, unless
+    ``group.coordinator.rebalance.protocols`` lists consumer (a client then uses classic)."""
+    if "consumer" in ctx.broker.config.get_list("group.coordinator.rebalance.protocols"):
+        return frozenset()
+    return _CONSUMER_PROTOCOL_APIS
 
 
 # --- Produce -------------------------------------------------------------------------------
@@ -278,6 +290,40 @@ def _describe_cluster_response(
     return wire
 
 
+# --- ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848) ------------------------------
+
+_CONSUMER_PROTOCOL_APIS = frozenset({68, 69})
+_UNSUPPORTED_VERSION = 35
+
+
+def _client_host(peer: str) -> str:
+    """Kafka's form of a client's address in a group: the host with a leading slash."""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+def _consumer_group_heartbeat(ctx: RequestContext, message: Any) -> ApiMessage:
+    if _disabled_apis(ctx):
+        return _response_class(68, ctx.version)(
+            error_code=_UNSUPPORTED_VERSION,
+            error_message="the consumer group protocol is not enabled on this broker",
+            member_epoch=-1,
+            heartbeat_interval_ms=0,
+        )
+    request = attrs.evolve(
+        from_wire(message, cgp.ConsumerGroupHeartbeatRequest),
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx.peer),
+        api_version=ctx.version,
+    )
+    return to_wire(ctx.broker.handle(request), _response_class(68, ctx.version))
+
+
+def _consumer_group_describe(ctx: RequestContext, message: Any) -> ApiMessage:
+    request = from_wire(message, cgp.ConsumerGroupDescribeRequest)
+    return to_wire(ctx.broker.handle(request), _response_class(69, ctx.version))
+
+
 APIS: dict[int, Api] = {
     api.key: api
     for api in (
@@ -314,6 +360,8 @@ APIS: dict[int, Api] = {
             1,
             _generic(p.DescribeClusterRequest, patch_response=_describe_cluster_response),
         ),
+        Api(68, 0, 1, _consumer_group_heartbeat),
+        Api(69, 0, 1, _consumer_group_describe),
     )
 }
 """api key -> what is served of it."""

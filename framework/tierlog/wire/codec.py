@@ -62,6 +62,12 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
 from ..model import ZERO_UUID, Uuid
+from .schemas import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 #: api key -> (request class, response class), for every API the listener can decode.
 MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
@@ -86,6 +92,8 @@ MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
+        (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+        (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     )
 }
 

@@ -1,6 +1,28 @@
 """Kafka message schemas that the pinned codec does not ship, in Kafka's JSON schema format.
 
 kafka-python builds a message class from ``<Name>.json`` in the package it is told to load
-from; these files describe the wire layout of the APIs tierlog serves beyond that codec's
-set (the KIP-848 consumer group APIs), version for version as Kafka defines them.
+from; these files describe the wire layout of the APIs tierlog serves beyond that codec's set
+(the KIP-848 consumer group APIs), version for version as Kafka defines them.
 """
+
+from __future__ import annotations
+
+import warnings
+
+with warnings.catch_warnings():
+    # The codec reads schema files with importlib's deprecated read_text.
+    warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
+    from kafka.protocol.api_message import ApiMessage
+
+    class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=__name__):  # type: ignore[misc]
+        pass
+
+    class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=__name__):  # type: ignore[misc]
+        pass
+
+    class ConsumerGroupDescribeRequest(ApiMessage, load_json=__name__):  # type: ignore[misc]
+        pass
+
+    class ConsumerGroupDescribeResponse(ApiMessage, load_json=__name__):  # type: ignore[misc]
+        pass
+
