@@ -106,7 +106,7 @@ def validate(request: ConsumerGroupHeartbeatRequest, settings: ConsumerGroupSett
             raise InvalidRequestError("RebalanceTimeoutMs must be provided in first request.")
         if request.topic_partitions is None or request.topic_partitions:
             raise InvalidRequestError("TopicPartitions must be empty when (re-)joining.")
-        if not request.subscribed_topic_names and request.subscribed_topic_regex is None:
+        if not request.subscribed_topic_names and not request.subscribed_topic_regex:
             raise InvalidRequestError(
                 "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
             )
@@ -123,14 +123,12 @@ def validate(request: ConsumerGroupHeartbeatRequest, settings: ConsumerGroupSett
             f"ServerAssignor {assignor} is not supported. Supported assignors: "
             f"{', '.join(settings.assignors)}."
         )
-    if request.subscribed_topic_regex is not None:
+    if request.subscribed_topic_regex:
         compile_regex(request.subscribed_topic_regex)
 
 
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """A subscription pattern, matched against whole topic names as Kafka's RE2/J does."""
-    if not pattern:
-        raise InvalidRegularExpressionError("SubscribedTopicRegex can't be empty.")
     try:
         return re.compile(pattern)
     except re.error as err:
@@ -269,7 +267,8 @@ def heartbeat(
             else member.subscribed_topic_names
         ),
         subscribed_topic_regex=(
-            request.subscribed_topic_regex
+            # The empty pattern is how a client says it subscribes to none.
+            request.subscribed_topic_regex or None
             if request.subscribed_topic_regex is not None
             else member.subscribed_topic_regex
         ),
