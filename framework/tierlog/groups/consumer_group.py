@@ -50,8 +50,10 @@ class TopicMetadata:
 class ConsumerGroup(Group):
     """One consumer-protocol group of a coordinator shard; runs under the shard's lock."""
 
-    def __init__(self, group_id: str) -> None:
+    def __init__(self, group_id: str, default_assignor: str = "uniform") -> None:
         self.group_id = group_id
+        self.default_assignor = default_assignor
+        """The assignor used when no member asks for one (``group.consumer.assignors``)."""
         self.group_epoch = 0
         self.assignment_epoch = 0
         self.members: dict[str, ConsumerGroupMember] = {}
@@ -144,9 +146,7 @@ class ConsumerGroup(Group):
         members = []
         for member in self.members.values():
             assignment = {
-                names[topic]: sorted(parts)
-                for topic, parts in member.assigned
-                if topic in names
+                names[topic]: sorted(parts) for topic, parts in member.assigned if topic in names
             }
             members.append(
                 gp.DescribedGroupMember(
@@ -162,7 +162,7 @@ class ConsumerGroup(Group):
             group_id=self.group_id,
             group_state=self.state_name,
             protocol_type=self.protocol_type,
-            protocol_data=self.preferred_assignor() or "",
+            protocol_data=self.assignor(),
             members=members,
         )
 
@@ -190,6 +190,10 @@ class ConsumerGroup(Group):
     def target_of(self, member_id: str) -> dict[Uuid, frozenset[int]]:
         return self.target.get(member_id, {})
 
+    def assignor(self) -> str:
+        """The assignor the group uses: the one most members ask for, else the default."""
+        return self.preferred_assignor() or self.default_assignor
+
     def preferred_assignor(self) -> str | None:
         """The assignor most members ask for (ties to the first by name), None if none asks."""
         votes: dict[str, int] = {}
@@ -213,7 +217,10 @@ class ConsumerGroup(Group):
         old = self.members.get(member_id)
         if old is not None:
             self._release(old)
-            if old.instance_id is not None and self.static_members.get(old.instance_id) == member_id:
+            if (
+                old.instance_id is not None
+                and self.static_members.get(old.instance_id) == member_id
+            ):
                 del self.static_members[old.instance_id]
         if member is None:
             self.members.pop(member_id, None)

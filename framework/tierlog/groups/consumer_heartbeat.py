@@ -143,7 +143,9 @@ def _owned(request: ConsumerGroupHeartbeatRequest) -> dict[Uuid, frozenset[int]]
     return {tp.topic_id: frozenset(tp.partitions) for tp in request.topic_partitions}
 
 
-def _is_subset(owned: Mapping[Uuid, frozenset[int]] | None, of: Mapping[Uuid, frozenset[int]]) -> bool:
+def _is_subset(
+    owned: Mapping[Uuid, frozenset[int]] | None, of: Mapping[Uuid, frozenset[int]]
+) -> bool:
     if owned is None:
         return False
     return all(parts <= of.get(topic, frozenset()) for topic, parts in owned.items())
@@ -215,7 +217,7 @@ def heartbeat(
     if group is None:
         if not joining:
             raise GroupIdNotFoundError(f"Consumer group {request.group_id} not found.")
-        group = ConsumerGroup(request.group_id)
+        group = ConsumerGroup(request.group_id, settings.assignors[0])
     member_id = request.member_id or new_member_id
     if len(group.members) >= settings.max_size and (
         not request.member_id or member_id not in group.members
@@ -238,9 +240,7 @@ def heartbeat(
     if replaced is not None:
         records += cr.member_tombstones(group.group_id, replaced.member_id)
         records.append(
-            cr.target_member_record(
-                group.group_id, member_id, group.target_of(replaced.member_id)
-            )
+            cr.target_member_record(group.group_id, member_id, group.target_of(replaced.member_id))
         )
         records.append(cr.current_assignment_record(group.group_id, member))
         del members[replaced.member_id]
@@ -365,9 +365,7 @@ def _dynamic_member(
             pending_revocation={},
         )
     if existing is None:
-        raise UnknownMemberIdError(
-            f"Member {member_id} is not a member of group {group.group_id}."
-        )
+        raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
     _check_epoch(existing, epoch, owned)
     return existing
 

@@ -156,9 +156,7 @@ def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Coo
         previous_member_epoch=member.previous_member_epoch,
         state=int(member.state),
         assigned_partitions=_partitions_out(entry, member.assigned_partitions),
-        partitions_pending_revocation=_partitions_out(
-            entry, member.partitions_pending_revocation
-        ),
+        partitions_pending_revocation=_partitions_out(entry, member.partitions_pending_revocation),
     )
     return CoordinatorRecord(_key(8, group_id, member.member_id), value)
 

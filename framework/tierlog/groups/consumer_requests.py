@@ -129,7 +129,7 @@ def _replay(shard: CoordinatorShard, key: bytes, value: bytes | None) -> None:
             return group
         if not create:
             return None
-        made = ConsumerGroup(group_id)
+        made = ConsumerGroup(group_id, settings_of(shard.runtime).assignors[0])
         shard.groups[group_id] = made
         return made
 
@@ -277,18 +277,15 @@ def _describe(
                 raise GroupIdNotFoundError(f"Group {group_id} not found.")
             if not isinstance(group, ConsumerGroup):
                 raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
-            return describe(group, image, settings_of(coordinator).assignors[0])
+            return describe(group, image)
     except TierlogError as err:
         return DescribedConsumerGroup(
             group_id, error_code=error_code_of(err), error_message=str(err), group_state="Dead"
         )
 
 
-def describe(
-    group: ConsumerGroup, image: ClusterImage, default_assignor: str
-) -> DescribedConsumerGroup:
-    """The group as ConsumerGroupDescribe shows it; ``default_assignor`` is the one it uses
-    when no member asks for one."""
+def describe(group: ConsumerGroup, image: ClusterImage) -> DescribedConsumerGroup:
+    """The group as ConsumerGroupDescribe shows it, topics named."""
     names = group.topic_names()
 
     def name_of(topic: Uuid) -> str:
@@ -307,7 +304,7 @@ def describe(
         group_state=group.state_name,
         group_epoch=group.group_epoch,
         assignment_epoch=group.assignment_epoch,
-        assignor_name=group.preferred_assignor() or default_assignor,
+        assignor_name=group.assignor(),
         members=[
             DescribedMember(
                 member.member_id,

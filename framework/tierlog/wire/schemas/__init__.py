@@ -25,4 +25,3 @@ with warnings.catch_warnings():
 
     class ConsumerGroupDescribeResponse(ApiMessage, load_json=__name__):  # type: ignore[misc]
         pass
-
