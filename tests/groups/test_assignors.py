@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from tierlog.groups.assignors import ASSIGNORS, MemberSpec, RangeAssignor, UniformAssignor
 from tierlog.model import Uuid
 

@@ -280,8 +280,7 @@ def heartbeat(
     if existing is None or updated != member:
         records.append(cr.member_record(group.group_id, updated))
         bump = (
-            existing is None
-            and replaced is None
+            (existing is None and replaced is None)
             or updated.subscribed_topic_names != member.subscribed_topic_names
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         )
@@ -315,7 +314,7 @@ def heartbeat(
         reconciled = reconcile(
             updated, target_epoch, targets.get(member_id, {}), partition_epoch, owned
         )
-    if reconciled != updated or existing is None and replaced is None:
+    if reconciled != updated or (existing is None and replaced is None):
         records.append(cr.current_assignment_record(group.group_id, reconciled))
         if reconciled.state == MemberState.UNREVOKED_PARTITIONS:
             outcome.arm_rebalance = (

@@ -1,0 +1,263 @@
+"""librdkafka's ``group.protocol=consumer`` (KIP-848) against tierlog: consumers subscribe and
+split the partitions, rebalance as members join and leave, commit and resume; a classic group
+runs beside a consumer-protocol one; a group survives its coordinator's broker stopping.
+
+The brokers run with a 200 ms heartbeat interval and short sessions, so rebalances take
+fractions of a second."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka.admin
+import kafka
+import pytest
+from tierlog.cluster import EmbeddedCluster
+from tierlog.groups import group_partition
+from tierlog.server.internal_topics import CONSUMER_OFFSETS_TOPIC
+
+from tests.remote.conftest import wait_until
+
+from .conftest import confluent_kafka, create_topic, leader_of, listening
+
+PARTITIONS = 6
+PER_PARTITION = 20
+
+GROUP_SETTINGS: dict[str, object] = {
+    "offsets_topic_num_partitions": 3,
+    "group_consumer_heartbeat_interval_ms": 200,
+    "group_consumer_min_heartbeat_interval_ms": 100,
+    "group_consumer_session_timeout_ms": 3000,
+    "group_consumer_min_session_timeout_ms": 1000,
+    "group_initial_rebalance_delay_ms": 0,
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedCluster]:
+    with listening(tmp_path_factory.mktemp("kip848"), 1, **GROUP_SETTINGS) as running:
+        yield running
+
+
+def fill(cluster: EmbeddedCluster, topic: str, per_partition: int = PER_PARTITION) -> None:
+    create_topic(cluster, topic, PARTITIONS)
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for partition in range(PARTITIONS):
+        for i in range(per_partition):
+            producer.produce(topic, value=f"{partition}-{i}".encode(), partition=partition)
+    assert producer.flush(30) == 0
+
+
+class Member:
+    """A confluent-kafka consumer speaking the consumer protocol, recording what it read and
+    the assignment changes librdkafka reported."""
+
+    def __init__(self, cluster: EmbeddedCluster, group: str, topic: str, name: str) -> None:
+        self.name = name
+        self.read: list[tuple[int, int]] = []
+        self.consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": cluster.bootstrap_servers,
+                "group.id": group,
+                "group.protocol": "consumer",
+                "client.id": name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe([topic])
+        self.closed = False
+
+    def poll(self, seconds: float = 0.05) -> None:
+        message = self.consumer.poll(seconds)
+        if message is None:
+            return
+        assert message.error() is None, f"{self.name}: {message.error()}"
+        self.read.append((message.partition(), message.offset()))
+
+    def partitions(self) -> set[int]:
+        return {tp.partition for tp in self.consumer.assignment()}
+
+    def commit(self) -> None:
+        self.consumer.commit(asynchronous=False)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+def run(members: list[Member], until: Any, what: Any, timeout: float = 30.0) -> None:
+    """Polls every open member in turn until ``until()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not until():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
+        for member in members:
+            if not member.closed:
+                member.poll()
+
+
+def split_evenly(members: list[Member]) -> bool:
+    """Every partition held by exactly one open member, each holding its share."""
+    open_members = [m for m in members if not m.closed]
+    held = [p for m in open_members for p in m.partitions()]
+    share = PARTITIONS // len(open_members)
+    return sorted(held) == list(range(PARTITIONS)) and all(
+        share <= len(m.partitions()) <= share + 1 for m in open_members
+    )
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    opened: list[Member] = []
+    yield opened
+    for member in opened:
+        member.close()
+
+
+def test_members_split_rebalance_and_read_every_record_once(
+    cluster: EmbeddedCluster, members: list[Member]
+) -> None:
+    fill(cluster, "split")
+    a = Member(cluster, "split-group", "split", "a")
+    members.append(a)
+    run(members, lambda: len(a.partitions()) == PARTITIONS, "the first member to get everything")
+    b = Member(cluster, "split-group", "split", "b")
+    c = Member(cluster, "split-group", "split", "c")
+    members.extend([b, c])
+    run(members, lambda: split_evenly(members), "three members to split the partitions")
+    # Nobody has committed, so each reads its partitions from the start.
+    run(
+        members,
+        lambda: (
+            sum(len(m.read) for m in members) >= PARTITIONS * PER_PARTITION
+            and all(len({o for p, o in m.read if p in m.partitions()}) for m in members)
+        ),
+        "every record to be read",
+    )
+    b.close()
+    run(members, lambda: split_evenly(members), "the two left to take b's partitions")
+    assert a.partitions().isdisjoint(c.partitions())
+    described = cluster.broker(0).handle  # the group as the coordinator describes it
+    from tierlog.groups.consumer_protocol import ConsumerGroupDescribeRequest
+
+    (group,) = described(ConsumerGroupDescribeRequest(["split-group"])).groups
+    assert group.group_state == "Stable"
+    assert sorted(m.client_id for m in group.members) == ["a", "c"]
+
+
+def test_commit_and_resume_where_the_group_left_off(
+    cluster: EmbeddedCluster, members: list[Member]
+) -> None:
+    fill(cluster, "resume")
+    first = Member(cluster, "resume-group", "resume", "first")
+    members.append(first)
+    run(members, lambda: len(first.read) >= PARTITIONS * PER_PARTITION // 2, "half the records")
+    first.commit()
+    committed = {p: max(o for q, o in first.read if q == p) + 1 for p, _ in first.read}
+    first.close()
+    second = Member(cluster, "resume-group", "resume", "second")
+    members.append(second)
+    remaining = PARTITIONS * PER_PARTITION - sum(committed.values())
+    run(members, lambda: len(second.read) >= remaining, "the rest of the records")
+    starts: dict[int, int] = {}
+    for partition, offset in second.read:
+        starts.setdefault(partition, offset)
+    assert starts == {p: committed.get(p, 0) for p in starts}, "resumed at the commits"
+    assert len(second.read) == remaining, "nothing read twice"
+
+
+def test_a_classic_group_and_a_consumer_group_side_by_side(
+    cluster: EmbeddedCluster, members: list[Member]
+) -> None:
+    fill(cluster, "both")
+    modern = Member(cluster, "modern", "both", "modern")
+    members.append(modern)
+    classic = kafka.KafkaConsumer(
+        "both",
+        bootstrap_servers=cluster.bootstrap_servers,
+        group_id="classic",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=200,
+    )
+    try:
+        read_classic: list[tuple[int, int]] = []
+        total = PARTITIONS * PER_PARTITION
+
+        def both_done() -> bool:
+            for batch in classic.poll(timeout_ms=50).values():
+                read_classic.extend((r.partition, r.offset) for r in batch)
+            return len(read_classic) >= total and len(modern.read) >= total
+
+        run(
+            members,
+            both_done,
+            lambda: (
+                f"both groups to read the topic (classic {len(read_classic)}, "
+                f"consumer protocol {len(modern.read)} of {total})"
+            ),
+        )
+        assert len(set(read_classic)) == len(set(modern.read)) == total
+        classic.commit()
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        listing = admin.list_consumer_groups(request_timeout=10).result(timeout=15)
+        types = {g.group_id: g.type.name for g in listing.valid}
+        assert types["classic"] == "CLASSIC" and types["modern"] == "CONSUMER"
+        # The group id of a live classic group is not taken by the consumer protocol.
+        intruder = Member(cluster, "classic", "both", "intruder")
+        members.append(intruder)
+        deadline = time.monotonic() + 10
+        error = None
+        while error is None and time.monotonic() < deadline:
+            message = intruder.consumer.poll(0.1)
+            if message is not None and message.error() is not None:
+                error = message.error()
+        # GROUP_ID_NOT_FOUND, which librdkafka treats as fatal for the consumer.
+        assert error is not None and error.code() == confluent_kafka.KafkaError._FATAL
+        assert "The group id does not exist" in error.str()
+    finally:
+        classic.close()
+
+
+def test_the_group_survives_its_coordinator_stopping(tmp_path: Path) -> None:
+    with listening(tmp_path, 3, **GROUP_SETTINGS) as cluster:
+        fill(cluster, "failover", per_partition=5)
+        group = "failover-group"
+        members = [Member(cluster, group, "failover", name) for name in ("a", "b")]
+        try:
+            run(members, lambda: split_evenly(members), "two members to split the partitions")
+            run(members, lambda: sum(len(m.read) for m in members) >= PARTITIONS * 5, "all read")
+            for member in members:
+                member.commit()
+            offsets_partition = group_partition(group, 3)
+            coordinator = leader_of(cluster, CONSUMER_OFFSETS_TOPIC, offsets_partition)
+            assert coordinator is not None
+            before = {m.name: m.partitions() for m in members}
+            cluster.stop_broker(coordinator)
+            wait_until(
+                lambda: (
+                    leader_of(cluster, CONSUMER_OFFSETS_TOPIC, offsets_partition)
+                    not in (None, coordinator)
+                ),
+                "a new coordinator",
+            )
+            # The new coordinator loads the group: members keep their partitions, and a third
+            # member joining is given a share, which means the group epoch carried on.
+            newcomer = Member(cluster, group, "failover", "c")
+            members.append(newcomer)
+            run(members, lambda: split_evenly(members), "three members after the failover")
+            for member in members[:2]:
+                assert member.partitions() <= before[member.name]
+            committed = newcomer.consumer.committed(
+                [confluent_kafka.TopicPartition("failover", p) for p in range(PARTITIONS)],
+                timeout=10,
+            )
+            assert [tp.offset for tp in committed] == [5] * PARTITIONS
+        finally:
+            for member in members:
+                member.close()
