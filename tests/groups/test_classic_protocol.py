@@ -140,9 +140,7 @@ def test_static_member_rejoins_without_a_rebalance(client: GroupClient) -> None:
     assert rejoined.generation_id == generation  # no rebalance
     assert rejoined.member_id != member and rejoined.member_id.startswith("host-1-")
     assert rejoined.skip_assignment  # the leader keeps the assignment it had
-    assert client.heartbeat("static", generation, member, instance="host-1") == (
-        FENCED_INSTANCE_ID
-    )
+    assert client.heartbeat("static", generation, member, instance="host-1") == (FENCED_INSTANCE_ID)
     assert client.heartbeat("static", generation, rejoined.member_id, instance="host-1") == NONE
     codes = client.leave("static", (member, "host-1")).members
     assert [c.error_code for c in codes] == [FENCED_INSTANCE_ID]

@@ -74,9 +74,7 @@ def test_commits_are_fenced_by_generation_and_member(client: GroupClient) -> Non
     assert client.commit("g", commit, generation=generation + 1, member_id=member) == {
         ("t", 0): ILLEGAL_GENERATION
     }
-    assert client.commit("g", commit, generation=generation, member_id=member) == {
-        ("t", 0): NONE
-    }
+    assert client.commit("g", commit, generation=generation, member_id=member) == {("t", 0): NONE}
 
 
 def test_offset_delete_and_group_delete(client: GroupClient) -> None:
