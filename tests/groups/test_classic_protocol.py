@@ -9,9 +9,7 @@ from typing import Any
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups.subscriptions import assigned_partitions
 
-from tests.remote.conftest import wait_until
-
-from .conftest import GroupClient, connect, groups_ready
+from .conftest import GroupClient, connect, groups_ready, wait_until
 
 NONE = 0
 ILLEGAL_GENERATION = 22

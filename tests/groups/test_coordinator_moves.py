@@ -10,9 +10,7 @@ from tierlog.groups import GroupCoordinator
 from tierlog.model import TopicPartition
 from tierlog.server.internal_topics import CONSUMER_OFFSETS_TOPIC
 
-from tests.remote.conftest import wait_until
-
-from .conftest import connect, groups_ready
+from .conftest import connect, groups_ready, wait_until
 
 NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14
