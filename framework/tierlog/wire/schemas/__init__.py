@@ -14,14 +14,14 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
     from kafka.protocol.api_message import ApiMessage
 
-    class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=__name__):  # type: ignore[misc]
+    class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=__name__):  # type: ignore[misc,call-arg]
         pass
 
-    class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=__name__):  # type: ignore[misc]
+    class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=__name__):  # type: ignore[misc,call-arg]
         pass
 
-    class ConsumerGroupDescribeRequest(ApiMessage, load_json=__name__):  # type: ignore[misc]
+    class ConsumerGroupDescribeRequest(ApiMessage, load_json=__name__):  # type: ignore[misc,call-arg]
         pass
 
-    class ConsumerGroupDescribeResponse(ApiMessage, load_json=__name__):  # type: ignore[misc]
+    class ConsumerGroupDescribeResponse(ApiMessage, load_json=__name__):  # type: ignore[misc,call-arg]
         pass
