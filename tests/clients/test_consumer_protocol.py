@@ -56,6 +56,7 @@ class Member:
     the assignment changes librdkafka reported."""
 
     def __init__(self, cluster: EmbeddedCluster, group: str, topic: str, name: str) -> None:
+        """Subscribes to ``topic``: a name, or a pattern if it starts with ``^``."""
         self.name = name
         self.read: list[tuple[int, int]] = []
         self.consumer = confluent_kafka.Consumer(
@@ -148,6 +149,23 @@ def test_members_split_rebalance_and_read_every_record_once(
     (group,) = described(ConsumerGroupDescribeRequest(["split-group"])).groups
     assert group.group_state == "Stable"
     assert sorted(m.client_id for m in group.members) == ["a", "c"]
+
+
+def test_a_pattern_subscription_picks_up_topics_created_later(
+    cluster: EmbeddedCluster, members: list[Member]
+) -> None:
+    fill(cluster, "pattern-one")
+    member = Member(cluster, "pattern-group", "^pattern-.*", "by-pattern")
+    members.append(member)
+
+    def topics() -> set[str]:
+        return {tp.topic for tp in member.consumer.assignment()}
+
+    run(members, lambda: topics() == {"pattern-one"}, "the matching topic to be assigned")
+    fill(cluster, "pattern-two")
+    create_topic(cluster, "unrelated", 1)
+    run(members, lambda: topics() == {"pattern-one", "pattern-two"}, "the new topic too")
+    run(members, lambda: len(member.read) >= 2 * PARTITIONS * PER_PARTITION, "both topics read")
 
 
 def test_commit_and_resume_where_the_group_left_off(

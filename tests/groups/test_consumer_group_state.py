@@ -27,7 +27,7 @@ from tierlog.errors import (
 from tierlog.groups import consumer_records as cr
 from tierlog.groups.consumer_group import ConsumerGroup, ConsumerGroupState, TopicMetadata
 from tierlog.groups.consumer_heartbeat import ConsumerGroupSettings, fence, heartbeat
-from tierlog.groups.consumer_member import MemberState
+from tierlog.groups.consumer_member import ConsumerGroupMember, MemberState
 from tierlog.groups.consumer_protocol import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -497,3 +497,28 @@ def test_any_sequence_keeps_partitions_single_owned_and_rebuildable(plan: list) 
         owned = [(t, p) for m in members.values() for t, ps in m.owned.items() for p in ps]
         assert len(owned) == len(set(owned))
         assert len(owned) == topics.counts["orders"] + topics.counts["payments"]
+
+
+def test_records_are_in_kafkas_layout() -> None:
+    """Key: int16 key version then the key fields (not flexible); value: int16 version 0 then
+    the flexible fields (compact strings and arrays, a tagged-field count), as Kafka 4 writes."""
+    epoch = cr.group_epoch_record("g", 5)
+    assert epoch.key == b"\x00\x03" + b"\x00\x01g"
+    assert epoch.value == b"\x00\x00" + b"\x00\x00\x00\x05" + b"\x00"
+    member = ConsumerGroupMember("m", member_epoch=7, previous_member_epoch=6, assigned={T1: {2}})
+    current = cr.current_assignment_record("g", member)
+    assert current.key == b"\x00\x08" + b"\x00\x01g" + b"\x00\x01m"
+    assert current.value == (
+        b"\x00\x00"
+        + b"\x00\x00\x00\x07"  # member epoch
+        + b"\x00\x00\x00\x06"  # previous member epoch
+        + b"\x00"  # state: stable
+        + b"\x02"
+        + T1.value
+        + b"\x02"
+        + b"\x00\x00\x00\x02"
+        + b"\x00"  # one topic, [2]
+        + b"\x01"  # nothing pending revocation
+        + b"\x00"
+    )
+    assert [key_version(r.key) for r in cr.member_tombstones("g", "m")] == [8, 7, 5]

@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
@@ -298,3 +302,22 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced(raw: RawClient) -> None
     wait_until(fenced, "the member to be fenced after its rebalance timeout", timeout=15)
     waiting = beat(raw, 1, group, "waiting", 2, topic_partitions=[])
     assert sorted(waiting.assignment.topic_partitions[0].partitions) == [0, 1, 2, 3]
+
+
+def test_an_empty_group_is_deleted_with_its_records(
+    cluster: EmbeddedCluster, raw: RawClient
+) -> None:
+    group = "deleted"
+    join(raw, 1, group, "member-a")
+    deletion = DeleteGroupsRequest(groups_names=[group])
+    (refused,) = raw.call(deletion, 2).results
+    assert refused.error_code == 68  # NON_EMPTY_GROUP
+    assert beat(raw, 1, group, "member-a", -1).error_code == 0
+    listed = {g.group_id: g.group_state for g in raw.call(ListGroupsRequest(), 5).groups}
+    assert listed[group] == "Empty"
+    (deleted,) = raw.call(deletion, 2).results
+    assert deleted.error_code == 0
+    (gone,) = describe(raw, 1, group)
+    assert gone.error_code == GROUP_ID_NOT_FOUND
+    # A new group under the same id starts from epoch 1.
+    assert join(raw, 1, group, "member-b").member_epoch == 1

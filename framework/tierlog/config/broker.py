@@ -988,8 +988,7 @@ def _classic_protocol_served(values: Mapping[str, object]) -> None:
     assert isinstance(protocols, (list, tuple))
     if "classic" not in protocols:
         raise InvalidConfigError(
-            f"group.coordinator.rebalance.protocols = {','.join(protocols)} must include "
-            "classic",
+            f"group.coordinator.rebalance.protocols = {','.join(protocols)} must include classic",
             key="group.coordinator.rebalance.protocols",
             value=protocols,
         )
