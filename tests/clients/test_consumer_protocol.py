@@ -17,6 +17,7 @@ import kafka
 import pytest
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups import group_partition
+from tierlog.groups.consumer_protocol import ConsumerGroupDescribeRequest
 from tierlog.server.internal_topics import CONSUMER_OFFSETS_TOPIC
 
 from tests.remote.conftest import wait_until
@@ -55,7 +56,9 @@ class Member:
     """A confluent-kafka consumer speaking the consumer protocol, recording what it read and
     the assignment changes librdkafka reported."""
 
-    def __init__(self, cluster: EmbeddedCluster, group: str, topic: str, name: str) -> None:
+    def __init__(
+        self, cluster: EmbeddedCluster, group: str, topic: str, name: str, **config: object
+    ) -> None:
         """Subscribes to ``topic``: a name, or a pattern if it starts with ``^``."""
         self.name = name
         self.read: list[tuple[int, int]] = []
@@ -67,6 +70,7 @@ class Member:
                 "client.id": name,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
+                **config,
             }
         )
         self.consumer.subscribe([topic])
@@ -112,6 +116,13 @@ def split_evenly(members: list[Member]) -> bool:
     )
 
 
+def describe(cluster: EmbeddedCluster, group: str) -> Any:
+    """The group as its coordinator (broker 0 here) describes it."""
+    (described,) = cluster.broker(0).handle(ConsumerGroupDescribeRequest([group])).groups
+    assert described.error_code == 0, described
+    return described
+
+
 @pytest.fixture
 def members() -> Iterator[list[Member]]:
     opened: list[Member] = []
@@ -143,10 +154,7 @@ def test_members_split_rebalance_and_read_every_record_once(
     b.close()
     run(members, lambda: split_evenly(members), "the two left to take b's partitions")
     assert a.partitions().isdisjoint(c.partitions())
-    described = cluster.broker(0).handle  # the group as the coordinator describes it
-    from tierlog.groups.consumer_protocol import ConsumerGroupDescribeRequest
-
-    (group,) = described(ConsumerGroupDescribeRequest(["split-group"])).groups
+    group = describe(cluster, "split-group")
     assert group.group_state == "Stable"
     assert sorted(m.client_id for m in group.members) == ["a", "c"]
 
@@ -166,6 +174,26 @@ def test_a_pattern_subscription_picks_up_topics_created_later(
     create_topic(cluster, "unrelated", 1)
     run(members, lambda: topics() == {"pattern-one", "pattern-two"}, "the new topic too")
     run(members, lambda: len(member.read) >= 2 * PARTITIONS * PER_PARTITION, "both topics read")
+
+
+def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance(
+    cluster: EmbeddedCluster, members: list[Member]
+) -> None:
+    fill(cluster, "static", per_partition=1)
+    a = Member(cluster, "static-group", "static", "a", **{"group.instance.id": "host-a"})
+    b = Member(cluster, "static-group", "static", "b", **{"group.instance.id": "host-b"})
+    members.extend([a, b])
+    run(members, lambda: split_evenly(members), "two static members to split the partitions")
+    kept = b.partitions()
+    epoch = describe(cluster, "static-group").group_epoch
+    b.close()  # a static member leaving says it will be back (member epoch -2)
+    away = {m.instance_id: m.member_epoch for m in describe(cluster, "static-group").members}
+    assert away == {"host-a": epoch, "host-b": -2}
+    back = Member(cluster, "static-group", "static", "b-again", **{"group.instance.id": "host-b"})
+    members.append(back)
+    run(members, lambda: back.partitions() == kept, "the instance to get its partitions back")
+    assert a.partitions().isdisjoint(kept)
+    assert describe(cluster, "static-group").group_epoch == epoch, "no rebalance happened"
 
 
 def test_commit_and_resume_where_the_group_left_off(
