@@ -55,6 +55,9 @@ def test_commit_refusals_per_partition(client: GroupClient) -> None:
     assert codes == {("t", 1): OFFSET_METADATA_TOO_LARGE}
     assert client.commit("g", {("t", 1): 1}, metadata="x" * 4096) == {("t", 1): NONE}
     assert client.commit("none-such", {("t", 0): 1}, generation=3, member_id="m") == {
+        ("t", 0): GROUP_ID_NOT_FOUND
+    }
+    assert client.commit("none-such", {("t", 0): 1}, generation=3, member_id="m", version=8) == {
         ("t", 0): ILLEGAL_GENERATION
     }
 
