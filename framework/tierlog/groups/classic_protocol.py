@@ -339,9 +339,23 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
         return
     group.initial_delay_active = False
     shard.cancel(("join", group.group_id))
-    for member in [m for m in group.members.values() if m.awaiting_join is None]:
+    # Dynamic members that did not rejoin are gone; static ones keep their place (KIP-345).
+    for member in [
+        m for m in group.members.values() if m.awaiting_join is None and m.group_instance_id is None
+    ]:
         log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
         _remove(shard, group, member)
+    joined = [m.member_id for m in group.members.values() if m.awaiting_join is not None]
+    if group.members and not joined:
+        log.warning("group %s: no member rejoined; waiting again", group.group_id)
+        shard.schedule(
+            ("join", group.group_id),
+            group.rebalance_timeout_ms(),
+            lambda: complete_join(shard, group),
+        )
+        return
+    if group.leader_id not in joined and joined:
+        group.leader_id = joined[0]
     group.generation_id += 1
     if not group.members:
         group.protocol_name = None
@@ -352,8 +366,6 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
             log.warning("group %s: storing the empty group failed: %s", group.group_id, err)
         return
     group.protocol_name = group.select_protocol()
-    if group.leader_id not in group.members:
-        group.leader_id = next(iter(group.members))
     group.transition(GroupState.COMPLETING_REBALANCE)
     log.info(
         "group %s: generation %d with %d members, leader %s",
