@@ -138,6 +138,15 @@ def test_static_member_rejoins_without_a_rebalance(client: GroupClient) -> None:
     assert rejoined.generation_id == generation  # no rebalance
     assert rejoined.member_id != member and rejoined.member_id.startswith("host-1-")
     assert rejoined.skip_assignment  # the leader keeps the assignment it had
+    assert [m.member_id for m in rejoined.members] == [rejoined.member_id]
+    # Before v9 a rejoining static leader is named no leader, so it does not assign again.
+    older = client.join("static", instance="host-1", version=8)
+    assert (older.error_code, older.generation_id) == (NONE, generation)
+    assert (older.leader, older.members) == (rejoined.member_id, [])
+    assert client.heartbeat("static", generation, rejoined.member_id, instance="host-1") == (
+        FENCED_INSTANCE_ID
+    )
+    rejoined = older
     assert client.heartbeat("static", generation, member, instance="host-1") == (FENCED_INSTANCE_ID)
     assert client.heartbeat("static", generation, rejoined.member_id, instance="host-1") == NONE
     codes = client.leave("static", (member, "host-1")).members
@@ -167,6 +176,7 @@ def test_leave_many_members_at_once(cluster: EmbeddedCluster) -> None:
 
 
 def test_leave_before_version_3_answers_at_the_top(client: GroupClient) -> None:
+    assert client.leave("nothing", ("ghost", None)).error_code == UNKNOWN_MEMBER_ID
     member, _ = _stable_one(client, "g")
     assert client.leave("g", ("ghost", None), version=1).error_code == UNKNOWN_MEMBER_ID
     assert client.leave("g", (member, None), version=1).error_code == NONE

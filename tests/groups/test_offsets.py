@@ -55,6 +55,9 @@ def test_commit_refusals_per_partition(client: GroupClient) -> None:
     assert codes == {("t", 1): OFFSET_METADATA_TOO_LARGE}
     assert client.commit("g", {("t", 1): 1}, metadata="x" * 4096) == {("t", 1): NONE}
     assert client.commit("none-such", {("t", 0): 1}, generation=3, member_id="m") == {
+        ("t", 0): GROUP_ID_NOT_FOUND
+    }
+    assert client.commit("none-such", {("t", 0): 1}, generation=3, member_id="m", version=8) == {
         ("t", 0): ILLEGAL_GENERATION
     }
 
@@ -147,3 +150,16 @@ def test_groups_and_offsets_survive_a_restart(cluster: EmbeddedCluster, clean: b
         assert client.commit("g", {("t", 0): 12}, generation=generation, member_id=member) == {
             ("t", 0): NONE
         }
+
+
+def test_the_coordinator_lists_committed_offsets_per_group(
+    cluster: EmbeddedCluster, client: GroupClient
+) -> None:
+    client.commit("a", {("t", 0): 3, ("t", 1): 4}, metadata="x")
+    client.commit("b", {("t", 2): 5})
+    offsets = _coordinator(cluster).committed_offsets()
+    assert {g: {tp.partition: c.offset for tp, c in o.items()} for g, o in offsets.items()} == {
+        "a": {0: 3, 1: 4},
+        "b": {2: 5},
+    }
+    assert offsets["a"][next(iter(offsets["a"]))].metadata == "x"

@@ -127,23 +127,28 @@ class ClassicGroup(Group):
     def validate_offset_commit(
         self, member_id: str, group_instance_id: str | None, generation_or_epoch: int
     ) -> None:
-        """Kafka's rules: a simple commit (generation -1) only to an empty group; otherwise
-        the member must belong to the current generation, and not during CompletingRebalance
-        (its assignment may be about to change)."""
+        """Kafka's rules: a simple commit (generation -1, no member) only to an empty group;
+        otherwise the member must belong to the current generation, and not while the group
+        completes a rebalance (its assignment may be about to change)."""
         if self.is_dead():
             raise CoordinatorNotAvailableError(f"group {self.group_id} is being removed")
         if generation_or_epoch < 0 and self.is_empty():
             return
+        if generation_or_epoch >= 0 or member_id or group_instance_id is not None:
+            self.check_static(member_id, group_instance_id)
+            if member_id not in self.members:
+                raise UnknownMemberIdError(f"member {member_id!r} is not in group {self.group_id}")
+            if generation_or_epoch != self.generation_id:
+                raise IllegalGenerationError(
+                    f"generation {generation_or_epoch} of group {self.group_id} is not the "
+                    f"current one ({self.generation_id})"
+                )
+        elif not self.is_empty():
+            raise UnknownMemberIdError(
+                f"group {self.group_id} has members: a commit without a member id is refused"
+            )
         if self.state is GroupState.COMPLETING_REBALANCE:
             raise RebalanceInProgressError(f"group {self.group_id} is rebalancing")
-        self.check_static(member_id, group_instance_id)
-        if member_id not in self.members:
-            raise UnknownMemberIdError(f"member {member_id!r} is not in group {self.group_id}")
-        if generation_or_epoch != self.generation_id:
-            raise IllegalGenerationError(
-                f"generation {generation_or_epoch} of group {self.group_id} is not the current "
-                f"one ({self.generation_id})"
-            )
 
     def check_static(self, member_id: str, group_instance_id: str | None) -> None:
         """FENCED_INSTANCE_ID if another member now holds ``group_instance_id``."""

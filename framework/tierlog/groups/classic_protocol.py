@@ -19,6 +19,8 @@ import logging
 import uuid
 from concurrent.futures import Future
 
+import attrs
+
 from ..errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
@@ -42,6 +44,8 @@ from .shard import CoordinatorShard, register_load_hook, register_replayer
 log = logging.getLogger(__name__)
 
 NONE = 0
+#: JoinGroup v9 (KIP-814): a static leader rejoining may be told to skip the assignment.
+_SKIP_ASSIGNMENT_VERSION = 9
 _UNKNOWN_MEMBER = UnknownMemberIdError.code or 25
 _REBALANCING = RebalanceInProgressError.code or 27
 
@@ -205,34 +209,42 @@ def _rejoin_static_member(
     req: gp.JoinGroupRequest,
     protocols: tuple[tuple[str, bytes], ...],
 ) -> JoinAnswer:
-    """KIP-345: a static member back under a new member id takes the old one's place; with
-    nothing changed in a stable group, without a rebalance."""
+    """KIP-345: a static member back under a new member id takes the old one's place; in a
+    stable group whose protocol stays the same, without a rebalance."""
     instance = req.group_instance_id
     assert instance is not None
     old_id = group.static_members[instance]
     new_id = f"{instance}-{uuid.uuid4()}"
-    old_member = group.members[old_id]
-    unchanged = old_member.matches(protocols)
+    current_leader = group.leader_id
     shard.cancel(("hb", group.group_id, old_id))
     member = group.replace_static_member(instance, old_id, new_id)
+    previous = (member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms)
+    member.protocols = protocols
     member.client_id, member.client_host = req.client_id, req.client_host
     member.session_timeout_ms = req.session_timeout_ms
     if req.rebalance_timeout_ms >= 0:
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
-    if group.state is GroupState.STABLE and unchanged:
+    if group.state is GroupState.STABLE and group.protocol_name == group.select_protocol():
         try:
             shard.append([group.metadata_record()])
         except TierlogError as err:
-            group.replace_static_member(instance, new_id, old_id)
+            member.protocols, member.session_timeout_ms, member.rebalance_timeout_ms = previous
+            _schedule_heartbeat(shard, group, group.replace_static_member(instance, new_id, old_id))
             return _join_error(err)
         _schedule_heartbeat(shard, group, member)
-        is_leader = group.leader_id == new_id
-        return _current_generation(group, member, skip_assignment=is_leader)
-    return (
-        _update_member_and_wait(shard, group, member, req, protocols)
-        if (group.state is GroupState.PREPARING_REBALANCE)
-        else _rebalance_with(shard, group, member, req, protocols)
-    )
+        if req.api_version >= _SKIP_ASSIGNMENT_VERSION:
+            # The leader keeps its assignment: it gets the members but need not assign.
+            is_leader = group.leader_id == new_id
+            return _current_generation(group, member, skip_assignment=is_leader)
+        # Older leaders would assign again: each rejoined member is told it follows.
+        return attrs.evolve(
+            _current_generation(group, member, skip_assignment=False),
+            leader=current_leader or "",
+            members=(),
+        )
+    if group.state is GroupState.PREPARING_REBALANCE:
+        return _update_member_and_wait(shard, group, member, req, protocols)
+    return _rebalance_with(shard, group, member, req, protocols)
 
 
 def _rebalance_with(
@@ -327,9 +339,23 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
         return
     group.initial_delay_active = False
     shard.cancel(("join", group.group_id))
-    for member in [m for m in group.members.values() if m.awaiting_join is None]:
+    # Dynamic members that did not rejoin are gone; static ones keep their place (KIP-345).
+    for member in [
+        m for m in group.members.values() if m.awaiting_join is None and m.group_instance_id is None
+    ]:
         log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
         _remove(shard, group, member)
+    joined = [m.member_id for m in group.members.values() if m.awaiting_join is not None]
+    if group.members and not joined:
+        log.warning("group %s: no member rejoined; waiting again", group.group_id)
+        shard.schedule(
+            ("join", group.group_id),
+            group.rebalance_timeout_ms(),
+            lambda: complete_join(shard, group),
+        )
+        return
+    if group.leader_id not in joined and joined:
+        group.leader_id = joined[0]
     group.generation_id += 1
     if not group.members:
         group.protocol_name = None
@@ -340,8 +366,6 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
             log.warning("group %s: storing the empty group failed: %s", group.group_id, err)
         return
     group.protocol_name = group.select_protocol()
-    if group.leader_id not in group.members:
-        group.leader_id = next(iter(group.members))
     group.transition(GroupState.COMPLETING_REBALANCE)
     log.info(
         "group %s: generation %d with %d members, leader %s",

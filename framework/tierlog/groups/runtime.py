@@ -36,6 +36,7 @@ from . import (
     offset_requests,
 )
 from .dispatch import ROUTES
+from .offsets import CommittedOffset
 from .partitioner import group_partition
 from .retention import expire_offsets
 from .shard import CoordinatorShard, ShardState
@@ -179,6 +180,15 @@ class GroupCoordinator:
             )
         shard.check_active()
         return shard
+
+    def committed_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """Every group coordinated here with its committed offsets (for lag metrics): the
+        active shards' groups; one group lives in one shard."""
+        found: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        for shard in self.shards():
+            if shard.state is ShardState.ACTIVE:
+                found.update(shard.committed_offsets())
+        return found
 
     def on_leadership_change(self, leaders: list[Partition], followers: list[Partition]) -> None:
         """Loads the offsets partitions this broker now leads; drops those it follows."""

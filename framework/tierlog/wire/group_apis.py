@@ -112,6 +112,11 @@ def offset_fetch(ctx: RequestContext, message: Any) -> ApiMessage:
     return to_wire(answer.groups[0], response)
 
 
+def offset_commit(ctx: RequestContext, message: Any) -> ApiMessage:
+    request = attrs.evolve(from_wire(message, gp.OffsetCommitRequest), api_version=ctx.version)
+    return to_wire(_ask(ctx, request), _response_class(8, ctx.version))
+
+
 def generic(broker_request: type[Any]) -> Any:
     """Converts by field name both ways, as most group APIs need."""
     key = broker_request.API_KEY
@@ -125,7 +130,7 @@ def generic(broker_request: type[Any]) -> Any:
 
 #: (api key, min version, max version, handler) of each group API.
 GROUP_APIS: tuple[tuple[int, int, int, Any], ...] = (
-    (8, 2, 9, generic(gp.OffsetCommitRequest)),
+    (8, 2, 9, offset_commit),
     (9, 1, 9, offset_fetch),
     (10, 0, 4, find_coordinator),
     (11, 0, 9, join_group),
