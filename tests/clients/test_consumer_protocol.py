@@ -270,6 +270,45 @@ def test_a_classic_group_and_a_consumer_group_side_by_side(
         classic.close()
 
 
+def test_an_empty_group_changes_protocol_keeping_its_offsets(
+    cluster: EmbeddedCluster, members: list[Member]
+) -> None:
+    """classic -> consumer -> classic: each group resumes where the one before committed."""
+    fill(cluster, "switch", per_partition=4)
+    total = PARTITIONS * 4
+
+    def classic_reads(count: int) -> list[tuple[int, int]]:
+        consumer = kafka.KafkaConsumer(
+            "switch",
+            bootstrap_servers=cluster.bootstrap_servers,
+            group_id="switching",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        read: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 30
+        try:
+            while len(read) < count:
+                assert time.monotonic() < deadline, f"classic read {len(read)} of {count}"
+                for batch in consumer.poll(timeout_ms=100, max_records=count - len(read)).values():
+                    read.extend((r.partition, r.offset) for r in batch)
+            consumer.commit()
+        finally:
+            consumer.close()
+        return read
+
+    first = classic_reads(total // 3)
+    modern = Member(cluster, "switching", "switch", "modern")
+    members.append(modern)
+    run(members, lambda: len(modern.read) >= total // 3, "the consumer protocol to read on")
+    modern.commit()
+    modern.close()
+    last = classic_reads(total - len(first) - len(modern.read))
+    assert sorted(first + modern.read + last) == sorted(
+        (p, o) for p in range(PARTITIONS) for o in range(4)
+    ), "every record read once across the three groups"
+
+
 def test_the_group_survives_its_coordinator_stopping(tmp_path: Path) -> None:
     with listening(tmp_path, 3, **GROUP_SETTINGS) as cluster:
         fill(cluster, "failover", per_partition=5)

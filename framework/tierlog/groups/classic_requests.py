@@ -46,6 +46,15 @@ def _classic(shard: CoordinatorShard, group_id: str) -> ClassicGroup | None:
     return group
 
 
+def _replace_empty_group_of_another_type(shard: CoordinatorShard, group_id: str) -> None:
+    """An empty group of another protocol gives way to a classic join (its offsets stay), as
+    in Kafka 4; one with members does not."""
+    group = shard.groups.get(group_id)
+    if group is not None and not isinstance(group, ClassicGroup) and group.is_empty():
+        shard.append(group.tombstones())
+        del shard.groups[group_id]
+
+
 def join_group(coordinator: GroupCoordinator, request: gp.JoinGroupRequest) -> gp.JoinGroupResponse:
     cp.validate_join(
         request, coordinator.min_session_timeout_ms, coordinator.max_session_timeout_ms
@@ -53,6 +62,7 @@ def join_group(coordinator: GroupCoordinator, request: gp.JoinGroupRequest) -> g
     shard = coordinator.shard_for(request.group_id)
     with shard.lock:
         shard.check_active()
+        _replace_empty_group_of_another_type(shard, request.group_id)
         group = _classic(shard, request.group_id)
         if group is None:
             if request.member_id:
