@@ -62,6 +62,16 @@ def raw(cluster: EmbeddedCluster) -> Iterator[RawClient]:
         yield client
 
 
+def wait_for_coordinator(raw: RawClient, group: str) -> None:
+    """Until the group's coordinator has loaded (FindCoordinator makes __consumer_offsets)."""
+    find = FindCoordinatorRequest(key_type=0, coordinator_keys=[group])
+    wait_until(lambda: raw.call(find, 4).coordinators[0].error_code == 0, "a coordinator")
+    wait_until(
+        lambda: describe(raw, 1, group)[0].error_code in (0, GROUP_ID_NOT_FOUND),
+        "the coordinator to load",
+    )
+
+
 def topic_id(cluster: EmbeddedCluster, name: str) -> uuid.UUID:
     topic = cluster.controller.image().topic(name)
     assert topic is not None
@@ -321,3 +331,32 @@ def test_an_empty_group_is_deleted_with_its_records(
     assert gone.error_code == GROUP_ID_NOT_FOUND
     # A new group under the same id starts from epoch 1.
     assert join(raw, 1, group, "member-b").member_epoch == 1
+
+
+def test_a_restarted_coordinator_rebuilds_the_group_and_its_timers(tmp_path: Path) -> None:
+    with EmbeddedCluster(1, tmp_path, SETTINGS, listen=True) as cluster:
+        Admin(cluster.transport).create_topics([NewTopic("orders", 4, 1)])
+        with RawClient.to(cluster) as raw:
+            wait_for_coordinator(raw, "kept")
+            join(raw, 1, "kept", "a", rebalance_timeout_ms=60000)
+            join(raw, 1, "kept", "b")
+            asked = beat(raw, 1, "kept", "a", 1)  # a is now revoking two partitions
+            before = describe(raw, 1, "kept")
+        cluster.restart_broker(0)
+        with RawClient.to(cluster) as raw:
+            request = FindCoordinatorRequest(key_type=0, coordinator_keys=["kept"])
+            wait_until(
+                lambda: raw.call(request, 4).coordinators[0].error_code == 0, "a coordinator"
+            )
+            after = describe(raw, 1, "kept")
+            assert after == before, "the group is rebuilt from its records as it was"
+            # a carries on where it was: acknowledging the revocation moves it to epoch 2.
+            moved = beat(raw, 1, "kept", "a", 1, topic_partitions=owned(asked))
+            assert (moved.error_code, moved.member_epoch) == (0, 2)
+
+            # b, silent since the restart, is fenced when its session (re-armed on load) ends.
+            def b_fenced() -> bool:
+                beat(raw, 1, "kept", "a", 2, topic_partitions=owned(asked))
+                return [m.member_id for m in describe(raw, 1, "kept")[0].members] == ["a"]
+
+            wait_until(b_fenced, "b's session to expire after the restart", timeout=15)

@@ -237,12 +237,21 @@ def _fence(
 
 
 def _arm_loaded_groups(shard: CoordinatorShard) -> None:
-    """Members of a loaded group must heartbeat within their session, as after a heartbeat."""
+    """Members of a loaded group must heartbeat within their session, as after a heartbeat,
+    and those revoking partitions must finish within their rebalance timeout."""
     coordinator = shard.runtime
     for group in shard.groups.values():
-        if isinstance(group, ConsumerGroup):
-            for member_id in group.members:
-                _arm_session(coordinator, shard, group.group_id, member_id)
+        if not isinstance(group, ConsumerGroup):
+            continue
+        for member_id, member in group.members.items():
+            _arm_session(coordinator, shard, group.group_id, member_id)
+            if member.state == MemberState.UNREVOKED_PARTITIONS:
+                outcome = HeartbeatOutcome(
+                    [],
+                    ConsumerGroupHeartbeatResponse(),
+                    arm_rebalance=(member_id, member.member_epoch, member.rebalance_timeout_ms),
+                )
+                _set_timers(coordinator, shard, group.group_id, outcome)
 
 
 def _heartbeat_error(
