@@ -8,7 +8,8 @@ reconciliation (``consumer_reconciliation.py``).
 
 - ``uniform`` (Kafka's default) spreads every subscribed partition so that no member could take
   a partition from another and leave both closer to even, and keeps each member's partitions
-  where that balance allows: a member joining or leaving moves only what it must.
+  where that balance allows: a member joining or leaving moves only what it must. As in
+  Kafka, members with one subscription between them take a fast path (shares known up front).
 - ``range`` gives each member a contiguous range of each topic's partitions, members in the
   order of their ids; members with the same subscriptions get the same partition numbers of
   topics with as many partitions (co-partitioning, for joins across topics).
@@ -62,6 +63,58 @@ class UniformAssignor:
     def assign(
         self, members: Mapping[str, MemberSpec], partition_counts: Mapping[Uuid, int]
     ) -> dict[str, dict[Uuid, frozenset[int]]]:
+        subscriptions = {spec.subscribed_topic_ids for spec in members.values()}
+        if len(subscriptions) == 1:
+            return self._homogeneous(members, partition_counts, subscriptions.pop())
+        return self._heterogeneous(members, partition_counts)
+
+    @staticmethod
+    def _homogeneous(
+        members: Mapping[str, MemberSpec],
+        partition_counts: Mapping[Uuid, int],
+        subscribed: frozenset[Uuid],
+    ) -> dict[str, dict[Uuid, frozenset[int]]]:
+        """Every member subscribes to the same topics (the usual case), so each one's share is
+        known up front: members keep what they have up to it, the rest fills the gaps. Linear
+        in partitions and members."""
+        every = [
+            (topic, part)
+            for topic in sorted(subscribed)
+            for part in range(partition_counts.get(topic, 0))
+        ]
+        valid = set(every)
+        claimed: set[tuple[Uuid, int]] = set()
+        held: dict[str, list[tuple[Uuid, int]]] = {}
+        for member in sorted(members):
+            mine = []
+            for topic, parts in sorted(members[member].assigned.items()):
+                for part in sorted(parts):
+                    tp = (topic, part)
+                    if tp in valid and tp not in claimed:
+                        claimed.add(tp)
+                        mine.append(tp)
+            held[member] = mine
+        base, extra = divmod(len(every), len(members))
+        # The members holding most get the shares one larger, so fewer partitions move.
+        order = sorted(members, key=lambda m: (-len(held[m]), m))
+        quota = {member: base + (1 if n < extra else 0) for n, member in enumerate(order)}
+        kept = {member: held[member][: quota[member]] for member in members}
+        taken = {tp for mine in kept.values() for tp in mine}
+        free = iter(tp for tp in every if tp not in taken)
+        result: dict[str, dict[Uuid, set[int]]] = {}
+        for member in sorted(members):
+            mine = kept[member] + [next(free) for _ in range(quota[member] - len(kept[member]))]
+            assigned: dict[Uuid, set[int]] = {}
+            for topic, part in mine:
+                assigned.setdefault(topic, set()).add(part)
+            result[member] = assigned
+        return {member: _freeze(assigned) for member, assigned in result.items()}
+
+    def _heterogeneous(
+        self, members: Mapping[str, MemberSpec], partition_counts: Mapping[Uuid, int]
+    ) -> dict[str, dict[Uuid, frozenset[int]]]:
+        """Members subscribe to different topics: greedy placement, then single moves from the
+        most to the least loaded member that may take a partition."""
         owner: dict[tuple[Uuid, int], str] = {}
         held: dict[str, set[tuple[Uuid, int]]] = {member: set() for member in members}
         order = sorted(members)
