@@ -11,27 +11,20 @@ what to do with the member's session and rebalance timers.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Mapping
 
 import attrs
 
 from ..errors import (
     FencedInstanceIdError,
-    FencedMemberEpochError,
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
-    InvalidRegularExpressionError,
-    InvalidRequestError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
-    UnsupportedAssignorError,
 )
 from ..model import Uuid
 from . import consumer_records as cr
-from .assignors import ASSIGNORS, MemberSpec
-from .consumer_group import ConsumerGroup, TopicMetadata
+from .consumer_group import ConsumerGroup
 from .consumer_member import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
@@ -46,6 +39,12 @@ from .consumer_protocol import (
     TopicPartitions,
 )
 from .consumer_reconciliation import reconcile
+from .consumer_target import (
+    TopicsView,
+    subscription_metadata,
+    target_assignment,
+)
+from .consumer_validation import check_member_epoch, validate
 from .records import CoordinatorRecord
 
 log = logging.getLogger(__name__)
@@ -60,16 +59,6 @@ class ConsumerGroupSettings:
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
     """The server-side assignors offered; the first is the default."""
-
-
-class TopicsView(Protocol):
-    """The cluster's topics as the coordinator sees them."""
-
-    def topic(self, name: str) -> TopicMetadata | None: ...
-
-    def names(self) -> Iterable[str]:
-        """Every topic a regular expression may match (internal topics left out)."""
-        ...
 
 
 @attrs.define
@@ -87,113 +76,10 @@ class HeartbeatOutcome:
     disarm_rebalance: list[str] = attrs.field(factory=list)
 
 
-def validate(request: ConsumerGroupHeartbeatRequest, settings: ConsumerGroupSettings) -> None:
-    """Kafka's checks on a heartbeat before the group is looked at."""
-    if not request.group_id:
-        raise InvalidRequestError("GroupId can't be empty.")
-    if request.instance_id == "":
-        raise InvalidRequestError("InstanceId can't be empty.")
-    if request.rack_id == "":
-        raise InvalidRequestError("RackId can't be empty.")
-    epoch = request.member_epoch
-    if epoch > 0 or epoch == LEAVE_EPOCH:
-        if not request.member_id:
-            raise InvalidRequestError("MemberId can't be empty.")
-    elif epoch == JOIN_EPOCH:
-        if request.api_version >= 1 and not request.member_id:
-            raise InvalidRequestError("MemberId can't be empty.")
-        if request.rebalance_timeout_ms == -1:
-            raise InvalidRequestError("RebalanceTimeoutMs must be provided in first request.")
-        if request.topic_partitions is None or request.topic_partitions:
-            raise InvalidRequestError("TopicPartitions must be empty when (re-)joining.")
-        if not request.subscribed_topic_names and not request.subscribed_topic_regex:
-            raise InvalidRequestError(
-                "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
-            )
-    elif epoch == STATIC_LEAVE_EPOCH:
-        if not request.member_id:
-            raise InvalidRequestError("MemberId can't be empty.")
-        if request.instance_id is None:
-            raise InvalidRequestError("InstanceId can't be null.")
-    else:
-        raise InvalidRequestError(f"MemberEpoch {epoch} is invalid.")
-    assignor = request.server_assignor
-    if assignor is not None and assignor not in settings.assignors:
-        raise UnsupportedAssignorError(
-            f"ServerAssignor {assignor} is not supported. Supported assignors: "
-            f"{', '.join(settings.assignors)}."
-        )
-    if request.subscribed_topic_regex:
-        compile_regex(request.subscribed_topic_regex)
-
-
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """A subscription pattern, matched against whole topic names as Kafka's RE2/J does."""
-    try:
-        return re.compile(pattern)
-    except re.error as err:
-        raise InvalidRegularExpressionError(
-            f"SubscribedTopicRegex {pattern!r} is not a valid regular expression: {err}"
-        ) from None
-
-
 def _owned(request: ConsumerGroupHeartbeatRequest) -> dict[Uuid, frozenset[int]] | None:
     if request.topic_partitions is None:
         return None
     return {tp.topic_id: frozenset(tp.partitions) for tp in request.topic_partitions}
-
-
-def _is_subset(
-    owned: Mapping[Uuid, frozenset[int]] | None, of: Mapping[Uuid, frozenset[int]]
-) -> bool:
-    if owned is None:
-        return False
-    return all(parts <= of.get(topic, frozenset()) for topic, parts in owned.items())
-
-
-def _check_epoch(
-    member: ConsumerGroupMember, epoch: int, owned: Mapping[Uuid, frozenset[int]] | None
-) -> None:
-    """A member is fenced if it is ahead of the coordinator, or behind it unless it is one
-    epoch behind with nothing it should not have (the answer moving it on was lost)."""
-    if epoch > member.member_epoch:
-        raise FencedMemberEpochError(
-            f"The consumer group member has a greater member epoch ({epoch}) than the one known "
-            f"by the group coordinator ({member.member_epoch}). The member must abandon all its "
-            "partitions and rejoin."
-        )
-    if epoch < member.member_epoch and (
-        epoch != member.previous_member_epoch or not _is_subset(owned, member.assigned_partitions)
-    ):
-        raise FencedMemberEpochError(
-            f"The consumer group member has a smaller member epoch ({epoch}) than the one known "
-            f"by the group coordinator ({member.member_epoch}). The member must abandon all its "
-            "partitions and rejoin."
-        )
-
-
-def subscribed_names(member: ConsumerGroupMember, topics: TopicsView) -> set[str]:
-    """The topics a member subscribes to: its names and whatever its pattern matches."""
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex:
-        pattern = compile_regex(member.subscribed_topic_regex)
-        names.update(name for name in topics.names() if pattern.fullmatch(name))
-    return names
-
-
-def subscription_metadata(
-    members: Iterable[ConsumerGroupMember], topics: TopicsView
-) -> dict[str, TopicMetadata]:
-    """The existing topics some member subscribes to, as they are now."""
-    wanted: set[str] = set()
-    for member in members:
-        wanted |= subscribed_names(member, topics)
-    found = {}
-    for name in sorted(wanted):
-        meta = topics.topic(name)
-        if meta is not None:
-            found[name] = meta
-    return found
 
 
 def heartbeat(
@@ -208,7 +94,7 @@ def heartbeat(
     :param new_member_id: the id to give a v0 member joining without one.
     :raises TierlogError: the error to answer.
     """
-    validate(request, settings)
+    validate(request, settings.assignors)
     if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
         if group is None:
             raise GroupIdNotFoundError(f"Consumer group {request.group_id} not found.")
@@ -297,7 +183,9 @@ def heartbeat(
 
     target_epoch = group.assignment_epoch
     if group_epoch > target_epoch:
-        targets = _assign(group, members, targets, metadata, topics, settings, records)
+        targets = target_assignment(
+            group, members, targets, metadata, topics, settings.assignors[0], records
+        )
         target_epoch = group_epoch
         records.append(cr.target_epoch_record(group.group_id, target_epoch))
 
@@ -365,7 +253,7 @@ def _dynamic_member(
         )
     if existing is None:
         raise UnknownMemberIdError(f"Member {member_id} is not a member of group {group.group_id}.")
-    _check_epoch(existing, epoch, owned)
+    check_member_epoch(existing, epoch, owned)
     return existing
 
 
@@ -397,45 +285,8 @@ def _static_member(
             f"Static member {member_id} with instance id {instance_id} was fenced by member "
             f"{existing.member_id}."
         )
-    _check_epoch(existing, epoch, owned)
+    check_member_epoch(existing, epoch, owned)
     return existing, None
-
-
-def _assign(
-    group: ConsumerGroup,
-    members: Mapping[str, ConsumerGroupMember],
-    targets: dict[str, dict[Uuid, frozenset[int]]],
-    metadata: Mapping[str, TopicMetadata],
-    topics: TopicsView,
-    settings: ConsumerGroupSettings,
-    records: list[CoordinatorRecord],
-) -> dict[str, dict[Uuid, frozenset[int]]]:
-    """The new target assignment, with a record for each member whose target changed."""
-    votes: dict[str, int] = {}
-    for member in members.values():
-        if member.server_assignor:
-            votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
-    name = min(votes, key=lambda n: (-votes[n], n)) if votes else settings.assignors[0]
-    assignor = ASSIGNORS[name]
-    specs = {
-        member_id: MemberSpec(
-            frozenset(
-                metadata[topic].topic_id
-                for topic in subscribed_names(member, topics)
-                if topic in metadata
-            ),
-            targets.get(member_id, {}),
-            member.instance_id,
-            member.rack_id,
-        )
-        for member_id, member in members.items()
-    }
-    counts = {meta.topic_id: meta.num_partitions for meta in metadata.values()}
-    result = assignor.assign(specs, counts)
-    for member_id in sorted(result):
-        if result[member_id] != targets.get(member_id, {}) or member_id not in targets:
-            records.append(cr.target_member_record(group.group_id, member_id, result[member_id]))
-    return dict(result)
 
 
 def leave(
