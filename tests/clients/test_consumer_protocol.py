@@ -249,6 +249,7 @@ def test_a_classic_group_and_a_consumer_group_side_by_side(
                 f"both groups to read the topic (classic {len(read_classic)}, "
                 f"consumer protocol {len(modern.read)} of {total})"
             ),
+            timeout=60,
         )
         assert len(set(read_classic)) == len(set(modern.read)) == total
         classic.commit()
