@@ -196,7 +196,7 @@ class GroupCoordinator:
                 shard = CoordinatorShard(self, tp.partition, partition.leader_epoch)
                 self._shards[tp.partition] = shard
             if current is not None:
-                current.close()
+                self._close(current)
             self._loader.submit(self._load, shard)
 
     def on_partition_removed(self, tp: TopicPartition) -> None:
@@ -208,7 +208,16 @@ class GroupCoordinator:
             shard = self._shards.pop(partition, None)
         if shard is not None:
             log.info("broker %d: unloading %s", self.broker_id, shard.topic_partition)
-            shard.close()
+            self._close(shard)
+
+    def _close(self, shard: CoordinatorShard) -> None:
+        """Stops ``shard`` now; its waiting members are answered from the loader thread, so a
+        LeaderAndIsr never waits for a write that holds the shard's lock."""
+        shard.close()
+        try:
+            self._loader.submit(shard.release_members)
+        except RuntimeError:  # shutting down
+            shard.release_members()
 
     def _load(self, shard: CoordinatorShard) -> None:
         try:
@@ -226,6 +235,7 @@ class GroupCoordinator:
                 if self._shards.get(shard.partition) is shard:
                     del self._shards[shard.partition]
             shard.close()
+            shard.release_members()
 
     def wait_loaded(self, timeout_s: float = 30.0) -> bool:
         """Waits until no shard is loading (for tools and tests)."""
@@ -244,6 +254,8 @@ class GroupCoordinator:
         for shard in shards:
             shard.close()
         self._loader.shutdown(wait=False, cancel_futures=True)
+        for shard in shards:
+            shard.release_members()
         self.timer.close()
 
     # --- requests -----------------------------------------------------------------------------

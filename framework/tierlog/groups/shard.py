@@ -126,13 +126,18 @@ class CoordinatorShard:
             )
 
     def close(self) -> None:
-        """Leadership moved: members waiting get NOT_COORDINATOR, timers stop."""
+        """Leadership moved: no request is served from now on (NOT_COORDINATOR), timers stop.
+        Call :meth:`release_members` next, where waiting for the lock is allowed."""
+        self.state = ShardState.CLOSED  # without the lock: a write may hold it a while
+        self.runtime.timer.cancel_where(self._owns)
+
+    def release_members(self) -> None:
+        """Answers every member still waiting NOT_COORDINATOR, and forgets the groups."""
         with self.lock:
             self.state = ShardState.CLOSED
             for group in self.groups.values():
                 group.close(NotCoordinatorError.code or 16)
             self.groups.clear()
-        self.runtime.timer.cancel_where(self._owns)
 
     def _owns(self, key: Hashable) -> bool:
         return (
