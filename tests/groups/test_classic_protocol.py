@@ -195,6 +195,10 @@ def test_list_describe_and_filter_by_state(client: GroupClient) -> None:
     unknown, busy = client.describe("unknown", "busy")
     assert (unknown.error_code, unknown.group_state, unknown.members) == (NONE, "Dead", [])
     assert busy.group_state == "Stable"
+    unknown, busy = client.describe("unknown", "busy", version=6)
+    assert (unknown.error_code, unknown.group_state) == (69, "Dead")  # GROUP_ID_NOT_FOUND
+    assert "does not exist" in unknown.error_message
+    assert (busy.error_code, busy.group_state) == (NONE, "Stable")
 
 
 def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped(
