@@ -140,6 +140,8 @@ def test_groups_and_offsets_survive_a_restart(cluster: EmbeddedCluster, clean: b
         assert client.fetch_offsets("g")[1] == {("t", 0): (11, "", NONE), ("t", 3): (33, "", NONE)}
         assert client.fetch_offsets("s")[1] == {("t", 1): (5, "", NONE)}
         assert client.fetch_offsets("gone") == (NONE, {})
+        listed = {g.group_id: g.group_state for g in client.list_groups().groups}
+        assert listed == {"g": "Stable", "s": "Empty"}
         (described,) = client.describe("g")
         assert (described.group_state, [m.member_id for m in described.members]) == (
             "Stable",

@@ -45,7 +45,7 @@ from ..model import TopicPartition
 from ..records import RecordBatchBuilder, iter_batches
 from ..server import protocol as p
 from ..server.internal_topics import CONSUMER_OFFSETS_TOPIC
-from .classic_group import now_ms
+from .classic_group import ClassicGroup, now_ms
 from .group import Group
 from .offsets import CommittedOffset, OffsetStore
 from .records import (
@@ -276,8 +276,12 @@ def _replay_offset_commit(shard: CoordinatorShard, key: bytes, value: bytes | No
     tp = TopicPartition(commit_key.topic, commit_key.partition)
     if value is None:
         shard.offsets.remove(commit_key.group, tp)
-    else:
-        shard.offsets.put(commit_key.group, tp, CommittedOffset.of(OffsetCommitValue.decode(value)))
+        return
+    committed = CommittedOffset.of(OffsetCommitValue.decode(value))
+    shard.offsets.put(commit_key.group, tp, committed)
+    if commit_key.group not in shard.groups:
+        # Offsets without a group record: a simple group, empty, as Kafka recreates it.
+        shard.groups[commit_key.group] = ClassicGroup(commit_key.group)
 
 
 for _version in OFFSET_COMMIT_KEY_VERSIONS:
