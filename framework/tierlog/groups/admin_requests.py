@@ -107,7 +107,9 @@ def _delete(coordinator: GroupCoordinator, group_id: str) -> int:
             if group is not None:
                 records += group.tombstones()
             shard.append(records)
-            shard.offsets.remove_group(group_id)
+            deleted = shard.offsets.remove_group(group_id)
+            if coordinator.metrics is not None:
+                coordinator.metrics.offset_deletions.mark(len(deleted))
             removed = shard.groups.pop(group_id, None)
             if removed is not None:
                 removed.close(GroupIdNotFoundError.code or 69)

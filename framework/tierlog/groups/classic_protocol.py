@@ -367,6 +367,8 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
         return
     group.protocol_name = group.select_protocol()
     group.transition(GroupState.COMPLETING_REBALANCE)
+    if shard.runtime.metrics is not None:
+        shard.runtime.metrics.rebalances.mark()
     log.info(
         "group %s: generation %d with %d members, leader %s",
         group.group_id,

@@ -30,6 +30,8 @@ from ..server import protocol as p
 from ..server.internal_topics import CONSUMER_OFFSETS_TOPIC
 from . import admin_requests, classic_requests, find_coordinator, offset_requests
 from .dispatch import ROUTES
+from .group import GroupType
+from .metrics import CoordinatorMetrics
 from .offsets import CommittedOffset
 from .partitioner import group_partition
 from .retention import expire_offsets
@@ -56,6 +58,12 @@ class GroupCoordinator:
         self._shards: dict[int, CoordinatorShard] = {}
         self._loader = ThreadPoolExecutor(1, thread_name_prefix=f"group-loader-{self.broker_id}")
         self._closed = False
+        host = broker.plugin_host
+        self.metrics: CoordinatorMetrics | None = None
+        if host is not None:
+            self.metrics = CoordinatorMetrics(
+                host.metrics, self._count_classic_groups, self._count_offsets
+            )
         self._schedule_retention()
 
     # --- configuration ------------------------------------------------------------------------
@@ -178,6 +186,16 @@ class GroupCoordinator:
                 found.update(shard.committed_offsets())
         return found
 
+    def _count_classic_groups(self) -> int:
+        shards = [s for s in self.shards() if s.state is ShardState.ACTIVE]
+        return sum(
+            1 for s in shards for g in list(s.groups.values()) if g.group_type is GroupType.CLASSIC
+        )
+
+    def _count_offsets(self) -> int:
+        shards = [s for s in self.shards() if s.state is ShardState.ACTIVE]
+        return sum(s.offsets.count() for s in shards)
+
     def on_leadership_change(self, leaders: list[Partition], followers: list[Partition]) -> None:
         """Loads the offsets partitions this broker now leads; drops those it follows."""
         for partition in followers:
@@ -257,6 +275,8 @@ class GroupCoordinator:
         for shard in shards:
             shard.release_members()
         self.timer.close()
+        if self.metrics is not None:
+            self.metrics.close()
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -282,7 +302,9 @@ class GroupCoordinator:
         try:
             for shard in self.shards():
                 try:
-                    expire_offsets(shard, self.offsets_retention_ms)
+                    expired = expire_offsets(shard, self.offsets_retention_ms)
+                    if self.metrics is not None:
+                        self.metrics.offset_expirations.mark(expired)
                 except TierlogError as err:
                     log.info("%s: offset expiry deferred: %s", shard, err)
         finally:
