@@ -277,12 +277,17 @@ def _replay_offset_commit(shard: CoordinatorShard, key: bytes, value: bytes | No
     if value is None:
         shard.offsets.remove(commit_key.group, tp)
         return
-    committed = CommittedOffset.of(OffsetCommitValue.decode(value))
-    shard.offsets.put(commit_key.group, tp, committed)
-    if commit_key.group not in shard.groups:
-        # Offsets without a group record: a simple group, empty, as Kafka recreates it.
-        shard.groups[commit_key.group] = ClassicGroup(commit_key.group)
+    shard.offsets.put(commit_key.group, tp, CommittedOffset.of(OffsetCommitValue.decode(value)))
+
+
+def _recreate_simple_groups(shard: CoordinatorShard) -> None:
+    """Offsets left without a group record of any type: an empty classic group holds them, as
+    Kafka recreates one (after every record is replayed, so no order of records matters)."""
+    for group_id in shard.offsets.groups():
+        if group_id not in shard.groups:
+            shard.groups[group_id] = ClassicGroup(group_id)
 
 
 for _version in OFFSET_COMMIT_KEY_VERSIONS:
     register_replayer(_version, _replay_offset_commit)
+register_load_hook(_recreate_simple_groups)
