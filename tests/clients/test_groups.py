@@ -201,3 +201,32 @@ def test_kcat_as_a_group_member_commits_where_it_stopped(cluster: EmbeddedCluste
     assert kcat_group(6) == first
     second = _produce(bootstrap, topic, 3, 3, "second")
     assert kcat_group(3) == second  # from the offsets committed as it closed
+
+
+def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
+    cluster: EmbeddedCluster,
+) -> None:
+    topic, group, partitions = "static", "static-group", 4
+    create_topic(cluster, topic, partitions)
+    bootstrap = cluster.bootstrap_servers
+    generations = GenerationLog(cluster, group, topic)
+    static = {"group.instance.id": "reader-1", "session.timeout.ms": 6000}
+    first = Member("confluent-kafka", bootstrap, group, topic, **static)
+    other = Member("confluent-kafka", bootstrap, group, topic)
+    try:
+        wait_for(lambda: split_evenly([first.assignment, other.assignment], partitions), "two")
+        wait_for(
+            lambda: any(len(owners) == 2 for owners in generations.generations.values()),
+            "the coordinator's generation of two",
+        )
+        settled = max(generations.generations)
+        kept = first.assignment
+        first.stop()  # a static member closing does not leave the group (KIP-345)
+        back = Member("confluent-kafka", bootstrap, group, topic, **static)
+        wait_for(lambda: back.assignment == kept, "the same partitions again")
+        assert other.assignment == set(range(partitions)) - kept
+        back.stop()
+    finally:
+        other.stop()
+        seen = generations.stop()
+    assert max(seen) == settled  # no rebalance while it was away and back
