@@ -195,3 +195,40 @@ def test_list_describe_and_filter_by_state(client: GroupClient) -> None:
     unknown, busy = client.describe("unknown", "busy")
     assert (unknown.error_code, unknown.group_state, unknown.members) == (NONE, "Dead", [])
     assert busy.group_state == "Stable"
+    unknown, busy = client.describe("unknown", "busy", version=6)
+    assert (unknown.error_code, unknown.group_state) == (69, "Dead")  # GROUP_ID_NOT_FOUND
+    assert "does not exist" in unknown.error_message
+    assert (busy.error_code, busy.group_state) == (NONE, "Stable")
+
+
+def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped(
+    cluster: EmbeddedCluster,
+) -> None:
+    with connect(cluster) as a, connect(cluster) as b, ThreadPoolExecutor(1) as pool:
+        a_id, gen = _stable_one(a, "g", rebalance_ms=300)
+        b_first = b.join("g", rebalance_ms=300)
+        b_join = pool.submit(b.join, "g", b_first.member_id, rebalance_ms=300)
+        # a is told to rejoin and never does: the rebalance completes without it.
+        assert a.heartbeat("g", gen, a_id) in (NONE, REBALANCE_IN_PROGRESS)
+        joined = b_join.result(timeout=10)
+        assert (joined.error_code, joined.generation_id) == (NONE, gen + 1)
+        assert joined.leader == b_first.member_id
+        assert [m.member_id for m in joined.members] == [b_first.member_id]
+        assert a.heartbeat("g", gen, a_id) == UNKNOWN_MEMBER_ID
+
+
+def test_followers_are_dropped_when_the_leader_never_assigns(cluster: EmbeddedCluster) -> None:
+    with connect(cluster) as a, connect(cluster) as b, ThreadPoolExecutor(1) as pool:
+        a_id, gen = _stable_one(a, "g", rebalance_ms=300)
+        b_id = b.join("g", rebalance_ms=300).member_id
+        b_join = pool.submit(b.join, "g", b_id, rebalance_ms=300)
+        led = a.join("g", a_id, rebalance_ms=300)
+        assert (led.leader, led.generation_id) == (a_id, gen + 1)
+        assert b_join.result(timeout=10).generation_id == gen + 1
+        # The follower syncs; the leader never does: past the rebalance timeout the leader is
+        # dropped and the waiting follower told to rejoin, which it then does alone.
+        assert b.sync("g", gen + 1, b_id).error_code == REBALANCE_IN_PROGRESS
+        rejoined = b.join("g", b_id, rebalance_ms=300)
+        assert [m.member_id for m in rejoined.members] == [b_id]
+        assert rejoined.generation_id == gen + 2
+        assert a.heartbeat("g", gen + 1, a_id) == UNKNOWN_MEMBER_ID

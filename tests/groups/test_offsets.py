@@ -140,6 +140,8 @@ def test_groups_and_offsets_survive_a_restart(cluster: EmbeddedCluster, clean: b
         assert client.fetch_offsets("g")[1] == {("t", 0): (11, "", NONE), ("t", 3): (33, "", NONE)}
         assert client.fetch_offsets("s")[1] == {("t", 1): (5, "", NONE)}
         assert client.fetch_offsets("gone") == (NONE, {})
+        listed = {g.group_id: g.group_state for g in client.list_groups().groups}
+        assert listed == {"g": "Stable", "s": "Empty"}
         (described,) = client.describe("g")
         assert (described.group_state, [m.member_id for m in described.members]) == (
             "Stable",
@@ -163,3 +165,25 @@ def test_the_coordinator_lists_committed_offsets_per_group(
         "b": {2: 5},
     }
     assert offsets["a"][next(iter(offsets["a"]))].metadata == "x"
+
+
+def test_coordinator_metrics(cluster: EmbeddedCluster, client: GroupClient) -> None:
+    group = "group-coordinator-metrics"
+
+    def count(name: str) -> int:
+        value = cluster.metric(0, group, name)
+        assert isinstance(value, dict)
+        return int(value["count"])
+
+    member, generation = _member(client, "m")
+    client.commit("m", {("t", 0): 1, ("t", 1): 1}, generation=generation, member_id=member)
+    client.commit("s", {("t", 2): 1})
+    assert cluster.metric(0, group, "group-count", protocol="classic") == 2
+    assert cluster.metric(0, group, "offset-count") == 3
+    assert count("offset-commit-rate") == 3
+    assert count("group-completed-rebalance-rate") == 1
+    client.leave("m", (member, None))
+    assert client.delete_groups("m") == {"m": NONE}
+    assert count("offset-deletion-rate") == 2
+    assert cluster.metric(0, group, "offset-count") == 1
+    assert cluster.metric(0, group, "group-count", protocol="classic") == 1

@@ -102,6 +102,8 @@ def offset_commit(
             for tp, committed in to_write.items():
                 shard.offsets.put(request.group_id, tp, committed)
                 codes[tp] = NONE
+            if coordinator.metrics is not None:
+                coordinator.metrics.offset_commits.mark(len(to_write))
     return gp.OffsetCommitResponse(
         [
             gp.OffsetCommitResponseTopic(
@@ -240,6 +242,8 @@ def offset_delete(
         for tp, code in codes.items():
             if code == NONE:
                 shard.offsets.remove(request.group_id, tp)
+        if coordinator.metrics is not None:
+            coordinator.metrics.offset_deletions.mark(len(records))
     return gp.OffsetDeleteResponse(
         NONE,
         [

@@ -36,6 +36,8 @@ from . import (
     offset_requests,
 )
 from .dispatch import ROUTES
+from .group import GroupType
+from .metrics import CoordinatorMetrics
 from .offsets import CommittedOffset
 from .partitioner import group_partition
 from .retention import expire_offsets
@@ -68,6 +70,12 @@ class GroupCoordinator:
         self._shards: dict[int, CoordinatorShard] = {}
         self._loader = ThreadPoolExecutor(1, thread_name_prefix=f"group-loader-{self.broker_id}")
         self._closed = False
+        host = broker.plugin_host
+        self.metrics: CoordinatorMetrics | None = None
+        if host is not None:
+            self.metrics = CoordinatorMetrics(
+                host.metrics, self._count_classic_groups, self._count_offsets
+            )
         self._schedule_retention()
 
     # --- configuration ------------------------------------------------------------------------
@@ -190,6 +198,16 @@ class GroupCoordinator:
                 found.update(shard.committed_offsets())
         return found
 
+    def _count_classic_groups(self) -> int:
+        shards = [s for s in self.shards() if s.state is ShardState.ACTIVE]
+        return sum(
+            1 for s in shards for g in list(s.groups.values()) if g.group_type is GroupType.CLASSIC
+        )
+
+    def _count_offsets(self) -> int:
+        shards = [s for s in self.shards() if s.state is ShardState.ACTIVE]
+        return sum(s.offsets.count() for s in shards)
+
     def on_leadership_change(self, leaders: list[Partition], followers: list[Partition]) -> None:
         """Loads the offsets partitions this broker now leads; drops those it follows."""
         for partition in followers:
@@ -208,7 +226,7 @@ class GroupCoordinator:
                 shard = CoordinatorShard(self, tp.partition, partition.leader_epoch)
                 self._shards[tp.partition] = shard
             if current is not None:
-                current.close()
+                self._close(current)
             self._loader.submit(self._load, shard)
 
     def on_partition_removed(self, tp: TopicPartition) -> None:
@@ -220,7 +238,16 @@ class GroupCoordinator:
             shard = self._shards.pop(partition, None)
         if shard is not None:
             log.info("broker %d: unloading %s", self.broker_id, shard.topic_partition)
-            shard.close()
+            self._close(shard)
+
+    def _close(self, shard: CoordinatorShard) -> None:
+        """Stops ``shard`` now; its waiting members are answered from the loader thread, so a
+        LeaderAndIsr never waits for a write that holds the shard's lock."""
+        shard.close()
+        try:
+            self._loader.submit(shard.release_members)
+        except RuntimeError:  # shutting down
+            shard.release_members()
 
     def _load(self, shard: CoordinatorShard) -> None:
         try:
@@ -238,6 +265,7 @@ class GroupCoordinator:
                 if self._shards.get(shard.partition) is shard:
                     del self._shards[shard.partition]
             shard.close()
+            shard.release_members()
 
     def wait_loaded(self, timeout_s: float = 30.0) -> bool:
         """Waits until no shard is loading (for tools and tests)."""
@@ -256,7 +284,11 @@ class GroupCoordinator:
         for shard in shards:
             shard.close()
         self._loader.shutdown(wait=False, cancel_futures=True)
+        for shard in shards:
+            shard.release_members()
         self.timer.close()
+        if self.metrics is not None:
+            self.metrics.close()
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -282,7 +314,9 @@ class GroupCoordinator:
         try:
             for shard in self.shards():
                 try:
-                    expire_offsets(shard, self.offsets_retention_ms)
+                    expired = expire_offsets(shard, self.offsets_retention_ms)
+                    if self.metrics is not None:
+                        self.metrics.offset_expirations.mark(expired)
                 except TierlogError as err:
                     log.info("%s: offset expiry deferred: %s", shard, err)
         finally:
