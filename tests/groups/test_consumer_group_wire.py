@@ -360,3 +360,27 @@ def test_a_restarted_coordinator_rebuilds_the_group_and_its_timers(tmp_path: Pat
                 return [m.member_id for m in describe(raw, 1, "kept")[0].members] == ["a"]
 
             wait_until(b_fenced, "b's session to expire after the restart", timeout=15)
+
+
+def test_metrics_count_groups_by_state_and_rebalances(
+    cluster: EmbeddedCluster, raw: RawClient
+) -> None:
+    metrics = "group-coordinator-metrics"
+
+    def rebalances() -> int:
+        value = cluster.metric(0, metrics, "consumer-group-rebalance-rate")
+        assert isinstance(value, dict)
+        return int(value["count"])
+
+    def count(**tags: str) -> int:
+        name = "group-count" if "protocol" in tags else "consumer-group-count"
+        return int(cluster.metric(0, metrics, name, **tags))  # type: ignore[arg-type]
+
+    before, total, stable = rebalances(), count(protocol="consumer"), count(state="Stable")
+    join(raw, 1, "measured", "a")
+    assert (count(protocol="consumer"), count(state="Stable")) == (total + 1, stable + 1)
+    join(raw, 1, "measured", "b")  # a still holds b's share: the group reconciles
+    assert count(state="Reconciling") >= 1
+    assert rebalances() == before + 2, "each member joining moved the group epoch"
+    beat(raw, 1, "measured", "b", -1)
+    assert rebalances() == before + 3

@@ -110,11 +110,19 @@ def consumer_group_heartbeat(
 
 
 def apply(shard: CoordinatorShard, records: Sequence[CoordinatorRecord]) -> None:
-    """Replays records just written, exactly as a loading shard replays them."""
+    """Replays records just written, exactly as a loading shard replays them; a group epoch
+    moving counts as a rebalance."""
     touched = set()
+    rebalances = 0
     for record in records:
         _replay(shard, record.key, record.value)
-        touched.add(cr.decode_key(key_version(record.key), record.key)[0])
+        version = key_version(record.key)
+        touched.add(cr.decode_key(version, record.key)[0])
+        if version == cr.GROUP_EPOCH_KEY_VERSION and record.value is not None:
+            rebalances += 1
+    metrics = shard.runtime.consumer_metrics
+    if rebalances and metrics is not None:
+        metrics.rebalances.mark(rebalances)
     now = now_ms()
     for group_id in touched:
         group = shard.groups.get(group_id)

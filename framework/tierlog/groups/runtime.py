@@ -35,6 +35,7 @@ from . import (
     find_coordinator,
     offset_requests,
 )
+from .consumer_metrics import ConsumerGroupMetrics
 from .dispatch import ROUTES
 from .group import GroupType
 from .metrics import CoordinatorMetrics
@@ -72,10 +73,12 @@ class GroupCoordinator:
         self._closed = False
         host = broker.plugin_host
         self.metrics: CoordinatorMetrics | None = None
+        self.consumer_metrics: ConsumerGroupMetrics | None = None
         if host is not None:
             self.metrics = CoordinatorMetrics(
                 host.metrics, self._count_classic_groups, self._count_offsets
             )
+            self.consumer_metrics = ConsumerGroupMetrics(host.metrics, self.shards)
         self._schedule_retention()
 
     # --- configuration ------------------------------------------------------------------------
@@ -289,6 +292,8 @@ class GroupCoordinator:
         self.timer.close()
         if self.metrics is not None:
             self.metrics.close()
+        if self.consumer_metrics is not None:
+            self.consumer_metrics.close()
 
     # --- requests -----------------------------------------------------------------------------
 
