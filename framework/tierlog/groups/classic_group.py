@@ -50,7 +50,6 @@ class ClassicMember:
     assignment: bytes = b""
     awaiting_join: Future[gp.JoinGroupResponse] | None = None
     awaiting_sync: Future[gp.SyncGroupResponse] | None = None
-    is_new: bool = False
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -205,7 +204,6 @@ class ClassicGroup(Group):
         self.members[member.member_id] = member
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        self.new_member_added = True
 
     def remove_member(self, member_id: str) -> ClassicMember | None:
         member = self.members.pop(member_id, None)
@@ -320,7 +318,6 @@ class ClassicGroup(Group):
                 )
             )
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
-        group.new_member_added = False
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         if value.current_state_timestamp >= 0:
             group.state_timestamp = value.current_state_timestamp

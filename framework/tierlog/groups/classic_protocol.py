@@ -192,7 +192,6 @@ def _add_member_and_rebalance(
 ) -> Future[gp.JoinGroupResponse]:
     future: Future[gp.JoinGroupResponse] = Future()
     member.awaiting_join = future
-    member.is_new = True
     if group.state is GroupState.PREPARING_REBALANCE and group.initial_delay_active:
         group.new_member_added = True
     group.add_member(member)

@@ -153,7 +153,6 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
     )
     for member in group.members.values():
         future, member.awaiting_join = member.awaiting_join, None
-        member.is_new = False
         if future is not None and not future.done():
             future.set_result(current_generation(group, member, skip_assignment=False))
         schedule_heartbeat(shard, group, member)
