@@ -79,6 +79,8 @@ class ClassicGroup(Group):
         self.members: dict[str, ClassicMember] = {}
         #: Member ids handed out with MEMBER_ID_REQUIRED and not yet used to join (KIP-394).
         self.pending_members: set[str] = set()
+        #: Members of the current generation that have not sent SyncGroup yet.
+        self.pending_sync: set[str] = set()
         #: group.instance.id -> member id (KIP-345).
         self.static_members: dict[str, str] = {}
         #: True while the first rebalance of an empty group waits out the initial delay.
@@ -209,6 +211,7 @@ class ClassicGroup(Group):
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.pending_sync.discard(member_id)
         instance = member.group_instance_id
         if instance is not None and self.static_members.get(instance) == member_id:
             del self.static_members[instance]
@@ -229,6 +232,9 @@ class ClassicGroup(Group):
         member.awaiting_join = member.awaiting_sync = None
         member.member_id = new_id
         self.members[new_id] = member
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         self.static_members[instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
