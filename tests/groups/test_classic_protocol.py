@@ -232,3 +232,20 @@ def test_followers_are_dropped_when_the_leader_never_assigns(cluster: EmbeddedCl
         assert [m.member_id for m in rejoined.members] == [b_id]
         assert rejoined.generation_id == gen + 2
         assert a.heartbeat("g", gen + 1, a_id) == UNKNOWN_MEMBER_ID
+
+
+def test_a_follower_that_never_syncs_is_dropped(cluster: EmbeddedCluster) -> None:
+    with connect(cluster) as a, connect(cluster) as b, ThreadPoolExecutor(1) as pool:
+        a_id, gen = _stable_one(a, "g", rebalance_ms=300, session_ms=10_000)
+        b_id = b.join("g", rebalance_ms=300, session_ms=10_000).member_id
+        b_join = pool.submit(b.join, "g", b_id, rebalance_ms=300, session_ms=10_000)
+        a.join("g", a_id, rebalance_ms=300, session_ms=10_000)
+        assert b_join.result(timeout=10).generation_id == gen + 1
+        assert a.sync(
+            "g", gen + 1, a_id, {a_id: {"t": [0, 1]}, b_id: {"t": [2, 3]}}
+        ).error_code == (NONE)
+        # b heartbeats but never syncs: at the rebalance timeout it is dropped.
+        wait_until(lambda: b.heartbeat("g", gen + 1, b_id) == UNKNOWN_MEMBER_ID, "b dropped")
+        assert a.heartbeat("g", gen + 1, a_id) == REBALANCE_IN_PROGRESS
+        rejoined = a.join("g", a_id, rebalance_ms=300, session_ms=10_000)
+        assert [m.member_id for m in rejoined.members] == [a_id]

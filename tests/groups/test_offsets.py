@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from tierlog.client import Admin
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups import GroupCoordinator
 from tierlog.groups.classic_group import now_ms
 from tierlog.groups.retention import expire_offsets
 
-from .conftest import GroupClient, connect
+from .conftest import GroupClient, connect, create_topic, wait_until
 
 NONE = 0
 OFFSET_METADATA_TOO_LARGE = 12
@@ -187,3 +188,16 @@ def test_coordinator_metrics(cluster: EmbeddedCluster, client: GroupClient) -> N
     assert count("offset-deletion-rate") == 2
     assert cluster.metric(0, group, "offset-count") == 1
     assert cluster.metric(0, group, "group-count", protocol="classic") == 1
+
+
+def test_offsets_of_a_deleted_topic_are_deleted(
+    cluster: EmbeddedCluster, client: GroupClient
+) -> None:
+    create_topic(cluster, "doomed", 2)
+    client.commit("g", {("doomed", 0): 5, ("doomed", 1): 6, ("t", 0): 7})
+    Admin(cluster.transport).delete_topics(["doomed"])
+    wait_until(lambda: client.fetch_offsets("g")[1] == {("t", 0): (7, "", NONE)}, "the deletion")
+    cluster.restart_broker(0)  # tombstones: the deletion holds
+    assert _coordinator(cluster).wait_loaded()
+    with connect(cluster) as again:
+        assert again.fetch_offsets("g")[1] == {("t", 0): (7, "", NONE)}

@@ -50,7 +50,6 @@ class ClassicMember:
     assignment: bytes = b""
     awaiting_join: Future[gp.JoinGroupResponse] | None = None
     awaiting_sync: Future[gp.SyncGroupResponse] | None = None
-    is_new: bool = False
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -80,6 +79,8 @@ class ClassicGroup(Group):
         self.members: dict[str, ClassicMember] = {}
         #: Member ids handed out with MEMBER_ID_REQUIRED and not yet used to join (KIP-394).
         self.pending_members: set[str] = set()
+        #: Members of the current generation that have not sent SyncGroup yet.
+        self.pending_sync: set[str] = set()
         #: group.instance.id -> member id (KIP-345).
         self.static_members: dict[str, str] = {}
         #: True while the first rebalance of an empty group waits out the initial delay.
@@ -205,12 +206,12 @@ class ClassicGroup(Group):
         self.members[member.member_id] = member
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        self.new_member_added = True
 
     def remove_member(self, member_id: str) -> ClassicMember | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.pending_sync.discard(member_id)
         instance = member.group_instance_id
         if instance is not None and self.static_members.get(instance) == member_id:
             del self.static_members[instance]
@@ -231,6 +232,9 @@ class ClassicGroup(Group):
         member.awaiting_join = member.awaiting_sync = None
         member.member_id = new_id
         self.members[new_id] = member
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         self.static_members[instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
@@ -320,7 +324,6 @@ class ClassicGroup(Group):
                 )
             )
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
-        group.new_member_added = False
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         if value.current_state_timestamp >= 0:
             group.state_timestamp = value.current_state_timestamp

@@ -192,7 +192,6 @@ def _add_member_and_rebalance(
 ) -> Future[gp.JoinGroupResponse]:
     future: Future[gp.JoinGroupResponse] = Future()
     member.awaiting_join = future
-    member.is_new = True
     if group.state is GroupState.PREPARING_REBALANCE and group.initial_delay_active:
         group.new_member_added = True
     group.add_member(member)
@@ -277,6 +276,9 @@ def sync_group(
     if group.state is GroupState.PREPARING_REBALANCE:
         return gp.SyncGroupResponse(REBALANCING)
     schedule_heartbeat(shard, group, member)
+    group.pending_sync.discard(req.member_id)
+    if not group.pending_sync:
+        shard.cancel(("sync", group.group_id))
     if group.state is GroupState.STABLE:
         return _sync_answer(group, member)
     future: Future[gp.SyncGroupResponse] = Future()
@@ -291,7 +293,6 @@ def sync_group(
             reset_and_answer_syncs(group, error_code_of(err))
             prepare_rebalance(shard, group, f"storing the assignment failed: {err}")
             return future
-        shard.cancel(("sync", group.group_id))
         group.transition(GroupState.STABLE)
         for m in group.members.values():
             waiting, m.awaiting_sync = m.awaiting_sync, None

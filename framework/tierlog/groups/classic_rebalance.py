@@ -68,6 +68,7 @@ def prepare_rebalance(shard: CoordinatorShard, group: ClassicGroup, reason: str)
     if group.state is GroupState.COMPLETING_REBALANCE:
         reset_and_answer_syncs(group, REBALANCING)
     shard.cancel(("sync", group.group_id))
+    group.pending_sync.clear()
     key = ("join", group.group_id)
     if group.state is GroupState.EMPTY:
         initial = shard.runtime.initial_rebalance_delay_ms
@@ -151,9 +152,9 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
         len(group.members),
         group.leader_id,
     )
+    group.pending_sync = set(group.members)
     for member in group.members.values():
         future, member.awaiting_join = member.awaiting_join, None
-        member.is_new = False
         if future is not None and not future.done():
             future.set_result(current_generation(group, member, skip_assignment=False))
         schedule_heartbeat(shard, group, member)
@@ -166,12 +167,16 @@ def complete_join(shard: CoordinatorShard, group: ClassicGroup) -> None:
 
 
 def _sync_timed_out(shard: CoordinatorShard, group: ClassicGroup, generation: int) -> None:
-    """The leader did not send the assignment in time: members not syncing leave."""
-    if group.state is not GroupState.COMPLETING_REBALANCE or group.generation_id != generation:
+    """Members of the generation that never sent SyncGroup within the rebalance timeout (the
+    leader with the assignment, or a follower for its share) leave, and the group rebalances."""
+    if group.generation_id != generation or not group.pending_sync:
         return
-    for member in [m for m in group.members.values() if m.awaiting_sync is None]:
-        _remove(shard, group, member)
-    prepare_rebalance(shard, group, "the assignment did not arrive within the rebalance timeout")
+    if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+        return
+    missing = sorted(group.pending_sync)
+    for member_id in missing:
+        _remove(shard, group, group.members[member_id])
+    prepare_rebalance(shard, group, f"no SyncGroup from {', '.join(missing)} in time")
 
 
 def reset_and_answer_syncs(group: ClassicGroup, code: int) -> None:

@@ -13,6 +13,7 @@ group subscribes to) are deleted with tombstones, and empty groups left with no 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -41,12 +42,13 @@ from .group import GroupType
 from .metrics import CoordinatorMetrics
 from .offsets import CommittedOffset
 from .partitioner import group_partition
-from .retention import expire_offsets
+from .retention import delete_offsets_of_topics, expire_offsets
 from .shard import CoordinatorShard, ShardState
 from .timer import Timer
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
+    from ..server.image import ClusterImage
     from ..server.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,9 @@ class GroupCoordinator:
             )
             self.consumer_metrics = ConsumerGroupMetrics(host.metrics, self.shards)
         self._schedule_retention()
+        #: Topics as last seen, so the offsets of a deleted one are deleted too.
+        self._topics = set(broker.controller.image().topics)
+        self._unsubscribe = broker.controller.subscribe(self._on_metadata)
 
     # --- configuration ------------------------------------------------------------------------
 
@@ -280,6 +285,7 @@ class GroupCoordinator:
         return all(s.state is not ShardState.LOADING for s in self.shards())
 
     def shutdown(self) -> None:
+        self._unsubscribe()
         with self._lock:
             self._closed = True
             shards = list(self._shards.values())
@@ -307,6 +313,27 @@ class GroupCoordinator:
             if not isinstance(err, TierlogError):
                 log.exception("broker %d: %s failed", self.broker_id, type(request).__name__)
             return route.error(request, error_code_of(err), str(err) or type(err).__name__)
+
+    # --- deleted topics -----------------------------------------------------------------------
+
+    def _on_metadata(self, image: ClusterImage) -> None:
+        """A topic was deleted: its committed offsets go too, as Kafka's coordinator removes
+        them (``onPartitionsDeleted``). Written from the loader thread, never the caller's."""
+        current = set(image.topics)
+        deleted, self._topics = self._topics - current, current
+        if deleted:
+            with contextlib.suppress(RuntimeError):  # shutting down: nothing to do
+                self._loader.submit(self._delete_offsets_of, deleted)
+
+    def _delete_offsets_of(self, topics: set[str]) -> None:
+        for shard in self.shards():
+            try:
+                removed = delete_offsets_of_topics(shard, topics)
+            except TierlogError as err:
+                log.warning("%s: offsets of deleted topics kept for now: %s", shard, err)
+                continue
+            if removed and self.metrics is not None:
+                self.metrics.offset_deletions.mark(removed)
 
     # --- offset retention ---------------------------------------------------------------------
 
