@@ -352,6 +352,8 @@ class Cleaner:
         stats: CleanerStats,
     ) -> None:
         dest.append(data, written)
+        if self._hook is not None:
+            self._hook("writing")
         stats.bytes_written += len(data)
         self._throttle(len(data))
 
