@@ -105,7 +105,7 @@ def complete_swaps(directory: Path) -> int:
 
     A swap replaces the segment of its own base, so a ``<base>.log.swap`` with no
     ``<base>.log`` (or ``.log.deleted``, once step 3 began) is not one, and is removed with the
-    other leftovers. The live segments a ``<base>.log.swap`` replaces are those from ``base`` up to the swap
+    other leftovers. The live segments a swap replaces are those from ``base`` up to the swap
     segment's next offset (at least ``base`` itself); their files are deleted, except the live
     indexes of ``base`` once its old ``.log`` is gone (step 3 renamed the old indexes away
     before the log, so those are the cleaned segment's own), then the ``.swap`` files take
