@@ -71,8 +71,8 @@ class Model:
         ]
 
 
-@settings(max_examples=60, deadline=None)
-@given(ops=st.lists(_op, max_size=40))
+@settings(max_examples=150, deadline=None)
+@given(ops=st.lists(_op, max_size=60))
 def test_a_cleaned_log_matches_the_model(ops: list[tuple[object, ...]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp) / "compacted-0"

@@ -153,6 +153,7 @@ class Cleaner:
         """
         start, upper = target.first_dirty_offset, target.first_uncleanable_offset
         offset_map = self.offset_map
+        mapping, capacity = offset_map.mapping, offset_map.capacity
         txns = CleanedTransactions()
         end = start
         for span in spans:
@@ -175,14 +176,14 @@ class Cleaner:
                 if batch.is_control:
                     txns.on_control_batch_read(batch)
                 elif not txns.on_batch_read(batch):
+                    stats.map_messages_read += batch.records_count
                     for record in batch.records():
-                        stats.map_messages_read += 1
                         key = record.key
                         if key is None or record.offset < start:
                             continue
-                        if offset_map.is_full and key not in offset_map:
+                        if len(mapping) >= capacity and key not in mapping:
                             return end  # full: this batch is only partly mapped
-                        offset_map.put(key, record.offset)
+                        mapping[key] = record.offset
                 end = batch.last_offset + 1
                 offset_map.latest_offset = batch.last_offset
             self._throttle(segment.size)
@@ -295,7 +296,7 @@ class Cleaner:
         kept = []
         all_kept = True
         tombstones = False
-        offset_map = self.offset_map
+        latest_of = self.offset_map.mapping.get
         for record in batch.records():
             stats.messages_read += 1
             if discard_records:
@@ -306,7 +307,7 @@ class Cleaner:
                 stats.invalid_messages += 1
                 keep = False
             else:
-                keep = record.offset >= offset_map.get(record.key) and (
+                keep = record.offset >= latest_of(record.key, -1) and (
                     record.value is not None or horizon is None or now < horizon
                 )
             if keep:

@@ -26,6 +26,11 @@ class OffsetMap:
         #: The last offset the map has seen (-1: none); records past it are not covered.
         self.latest_offset = -1
 
+    @property
+    def mapping(self) -> dict[bytes, int]:
+        """The dict itself, for the cleaner's inner loops (they check ``capacity`` themselves)."""
+        return self._map
+
     def put(self, key: bytes, offset: int) -> None:
         self._map[key] = offset
         if offset > self.latest_offset:
