@@ -149,3 +149,13 @@ def test_tiering_a_compacted_topic_is_refused_with_invalid_config(
     assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG  # type: ignore[attr-defined]
     message = error.str()  # type: ignore[attr-defined]
     assert "remote.storage.enable" in message and "cleanup.policy" in message
+
+
+def test_log_cleaner_threads_follow_the_dynamic_setting(cluster: EmbeddedCluster) -> None:
+    broker = cluster.broker(cluster.broker_ids[0])
+    cleaner = broker.log_cleaner
+    assert cleaner is not None and cleaner.thread_count == 1
+    broker.config.update({"log.cleaner.threads": 3})
+    assert cleaner.thread_count == 3
+    broker.config.update({"log.cleaner.threads": 0})
+    assert cleaner.thread_count == 0
