@@ -16,17 +16,17 @@ to the controller (followers that caught up join; those that have not caught up 
 ``replica.lag.time.max.ms`` leave, checked every half of that), and answers acks=all produces
 once the high watermark passes what they appended.
 
-This module keeps the life cycle, the hosted replicas and the dispatch; each request is
-answered by its own module (``produce.py``, ``fetch_request.py``, ``list_offsets.py``,
-``metadata.py``, ``hosting.py`` for LeaderAndIsr and StopReplica, ...), and the periodic tasks
-run from ``background_tasks.py``.
+This module keeps the broker's state, its hosted replicas and the entry points; the startup
+and shutdown steps are in ``broker_lifecycle.py``, which handler answers which request in
+``dispatch.py``, each request is answered by its own module (``produce.py``,
+``fetch_request.py``, ``list_offsets.py``, ``metadata.py``, ``hosting.py`` for LeaderAndIsr and
+StopReplica, ...), and the periodic tasks run from ``background_tasks.py``.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import shutil
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,7 +35,6 @@ from ..config import BrokerConfig, TopicConfig, resolve_topic_config
 from ..errors import (
     BrokerNotAvailableError,
     InvalidRequestError,
-    KafkaStorageError,
     LeaderNotAvailableError,
     NotLeaderOrFollowerError,
     TierlogError,
@@ -46,38 +45,27 @@ from ..groups import GroupCoordinator
 from ..groups.protocol import GroupRequest
 from ..host import PluginHost
 from ..log import DirectoryLock, LogConfig, PartitionLog, files
-from ..log.cleaner import CleanerSettings, LogCleaner
+from ..log.cleaner import LogCleaner
 from ..model import TopicPartition, Uuid
-from ..remote import CACHE_DIR_NAME, SCRATCH_DIR_NAME, RemoteLogManager
-from . import configs as config_ops
+from ..remote import RemoteLogManager
+from . import broker_lifecycle as lifecycle
 from . import protocol as p
 from .background_tasks import BackgroundTasks
 from .controller import Controller
 from .delayed_list_offsets import DelayedRemoteListOffsets
 from .delayed_produce import DelayedProduce
-from .delete_records import delete_records
-from .describe_cluster import describe_cluster
+from .dispatch import dispatch
 from .error_responses import error_message, error_response
 from .fetch import DelayedFetch, DelayedRemoteFetch
-from .fetch_request import fetch
-from .hosting import leader_and_isr, stop_replica
 from .image import ClusterImage, TopicImage
-from .init_producer_id import init_producer_id
-from .list_offsets import list_offsets
-from .metadata import metadata
-from .offsets_for_leader_epoch import offsets_for_leader_epoch
-from .partition import IsrChange, Partition, read_partition_metadata, write_partition_metadata
+from .partition import IsrChange, Partition, write_partition_metadata
 from .produce import produce
 from .producer_ids import ProducerIdManager
 from .purgatory import DelayedOperationPurgatory
 from .replica_fetcher import ReplicaFetcherManager
 from .topics import validate_topic_name
-from .write_txn_markers import write_txn_markers
 
 log = logging.getLogger(__name__)
-
-#: How long a clean stop lets uploads under way finish before it hands leadership over.
-COPY_DRAIN_TIMEOUT_S = 30.0
 
 
 class BrokerState(enum.Enum):
@@ -197,56 +185,19 @@ class Broker:
         registered = False
         try:
             self._set_state(BrokerState.STARTING)
-            for directory in self.log_dirs:
-                try:
-                    directory.mkdir(parents=True, exist_ok=True)
-                except OSError as err:
-                    raise KafkaStorageError(f"cannot create log dir {directory}: {err}") from err
-                # Before anything reads or writes there, plugins included (their checkpoints).
-                self._log_dir_locks.append(DirectoryLock.acquire(directory))
-            self._apply_stored_broker_configs()
+            lifecycle.lock_log_dirs(self)
+            lifecycle.apply_stored_broker_configs(self)
             self.plugin_host = PluginHost.create(self.config, extra_plugins=self._extra_plugins)
             self.plugin_host.start()
             self._set_state(BrokerState.RECOVERING_LOGS)
-            self._recover_logs()
-            self._fetch_purgatory = DelayedOperationPurgatory(f"Fetch-{self.broker_id}")
-            self._produce_purgatory = DelayedOperationPurgatory(f"Produce-{self.broker_id}")
-            self.replica_fetcher_manager = ReplicaFetcherManager(
-                self.broker_id,
-                self.config,
-                self.controller.transport,
-                self.partition,
-                self.plugin_host.metrics,
-            )
-            if self.config.get_bool("remote.log.storage.system.enable"):
-                self._remote_fetch_purgatory = DelayedOperationPurgatory(
-                    f"RemoteFetch-{self.broker_id}"
-                )
-                self._remote_list_offsets_purgatory = DelayedOperationPurgatory(
-                    f"RemoteListOffsets-{self.broker_id}"
-                )
-                self.remote_log_manager = RemoteLogManager(
-                    self.config,
-                    self.plugin_host,
-                    self.broker_id,
-                    self.log_dirs[0],
-                    self._topic_switch,
-                )
-                self.replica_fetcher_manager.remote_log_manager = self.remote_log_manager
-            self.group_coordinator = GroupCoordinator(self)
-            self._tasks.start()
-            self._start_log_cleaner()
-            self._unsubscribe.append(self.controller.subscribe(self._on_metadata))
-            dynamic = [k.name for k in self.config.definition if k.dynamic]
-            self._unsubscribe.append(
-                self.config.add_listener(dynamic, lambda *_: self._refresh_topic_configs())
-            )
+            lifecycle.recover_logs(self)
+            lifecycle.start_services(self, self.plugin_host)
             self._set_state(BrokerState.SERVING)
             registered = True
             self.controller.register_broker(self.broker_id)
             self.plugin_host.broker_ready(self)
         except BaseException:
-            self._shutdown(clean=True, register=registered)
+            lifecycle.shutdown(self, clean=True, register=registered)
             raise
 
     def stop(self, *, clean: bool = True) -> None:
@@ -257,92 +208,7 @@ class Broker:
         """
         if self._state in (BrokerState.NOT_RUNNING, BrokerState.STOPPED):
             return
-        self._shutdown(clean=clean, register=True)
-
-    def _shutdown(self, *, clean: bool, register: bool) -> None:
-        if self.remote_log_manager is not None:
-            # While leaderships are still ours and metadata can still be published.
-            self.remote_log_manager.stop_copying(COPY_DRAIN_TIMEOUT_S if clean else 0.0)
-        self._set_state(BrokerState.SHUTTING_DOWN)
-        if self.group_coordinator is not None:
-            self.group_coordinator.shutdown()
-        for remove in self._unsubscribe:
-            remove()
-        self._unsubscribe.clear()
-        if register:
-            self.controller.unregister_broker(self.broker_id)
-        if self.replica_fetcher_manager is not None:
-            self.replica_fetcher_manager.shutdown()
-        with self._lock:
-            for partition in self._partitions.values():
-                partition.make_offline()
-        self._tasks.stop()
-        if self.log_cleaner is not None:
-            self.log_cleaner.close()
-        if self._produce_purgatory is not None:
-            self._produce_purgatory.shutdown()
-        if self._fetch_purgatory is not None:
-            self._fetch_purgatory.shutdown()
-        if self._remote_fetch_purgatory is not None:
-            self._remote_fetch_purgatory.shutdown()
-        if self._remote_list_offsets_purgatory is not None:
-            self._remote_list_offsets_purgatory.shutdown()
-        if self.remote_log_manager is not None:
-            self.remote_log_manager.close()
-        with self._lock:
-            partitions = list(self._partitions.values())
-            self._partitions.clear()
-        errors: list[BaseException] = []
-        for partition in partitions:
-            try:
-                partition.close()
-                if not clean:
-                    (partition.directory / files.CLEAN_SHUTDOWN_MARKER).unlink(missing_ok=True)
-            except Exception as err:
-                log.exception("closing %s failed", partition.topic_partition)
-                errors.append(err)
-        try:
-            if self.plugin_host is not None:
-                self.plugin_host.close()
-        finally:
-            for lock in reversed(self._log_dir_locks):
-                lock.release()
-            self._log_dir_locks.clear()
-        self._set_state(BrokerState.STOPPED)
-        if errors:
-            raise errors[0]
-
-    def _apply_stored_broker_configs(self) -> None:
-        stored = self.controller.broker_configs(self.broker_id)
-        if not stored:
-            return
-        try:
-            update = config_ops.validated_broker_update(self.config, dict(stored))
-            self.config.update(update)
-        except TierlogError as err:
-            log.warning("broker %d: ignoring stored dynamic configs: %s", self.broker_id, err)
-
-    def _recover_logs(self) -> None:
-        image = self.controller.image()
-        for log_dir in self.log_dirs:
-            for path in sorted(log_dir.iterdir()):
-                if not path.is_dir():
-                    continue
-                if path.name in (CACHE_DIR_NAME, SCRATCH_DIR_NAME):
-                    continue  # the remote log manager's own directories
-                if path.name.endswith(files.DELETE_DIR_SUFFIX):
-                    shutil.rmtree(path, ignore_errors=True)
-                    continue
-                try:
-                    tp = files.parse_log_dir_name(path.name)
-                except ValueError:
-                    log.warning("ignoring %s: not a partition directory", path)
-                    continue
-                topic = image.topic(tp.topic)
-                partition_log = PartitionLog.open(path, self._log_config(topic), topic_partition=tp)
-                self._partitions[tp] = Partition(
-                    partition_log, read_partition_metadata(path), self.broker_id
-                )
+        lifecycle.shutdown(self, clean=clean, register=True)
 
     def topic_config(self, topic: TopicImage | None) -> TopicConfig:
         """A topic's configs as they apply here: its overrides over this broker's values."""
@@ -355,24 +221,6 @@ class Broker:
 
     def _log_config(self, topic: TopicImage | None) -> LogConfig:
         return LogConfig.from_topic_config(self.topic_config(topic))
-
-    # --- log cleaner ----------------------------------------------------------------------
-
-    def _start_log_cleaner(self) -> None:
-        """Starts the cleaner threads; a new ``log.cleaner.threads`` restarts them."""
-        assert self.plugin_host is not None
-        self.log_cleaner = LogCleaner(
-            lambda: CleanerSettings.from_broker(self.config),
-            lambda: [partition.log for partition in self.hosted_replicas()],
-            metrics=self.plugin_host.metrics,
-            log_dirs=self.log_dirs,
-            name=f"kafka-log-cleaner-thread-{self.broker_id}",
-        )
-        self.log_cleaner.start()
-        cleaner = self.log_cleaner
-        self._unsubscribe.append(
-            self.config.add_listener("log.cleaner.threads", lambda *_: cleaner.reconfigure())
-        )
 
     # --- ISR and retention (run periodically by BackgroundTasks) --------------------------
 
@@ -542,7 +390,7 @@ class Broker:
         if not isinstance(request, p.Request | GroupRequest):
             raise InvalidRequestError(f"broker {self.broker_id} cannot handle {request!r}")
         try:
-            return self._dispatch(request)
+            return dispatch(self, request)
         except Exception as err:
             if isinstance(request, GroupRequest):
                 raise
@@ -555,53 +403,3 @@ class Broker:
         if not self.serving:
             raise BrokerNotAvailableError(f"broker {self.broker_id} is {self._state.value}")
         return produce(self, request, internal_topics_allowed=True)
-
-    def _dispatch(self, request: p.Request | GroupRequest) -> p.Response:
-        match request:
-            case GroupRequest():
-                if self.group_coordinator is None:
-                    raise BrokerNotAvailableError(f"broker {self.broker_id} is not serving")
-                answer: p.Response = self.group_coordinator.handle(request)
-                return answer
-            case p.ProduceRequest():
-                return produce(self, request)
-            case p.FetchRequest():
-                return fetch(self, request)
-            case p.ListOffsetsRequest():
-                return list_offsets(self, request)
-            case p.MetadataRequest():
-                return metadata(self, request)
-            case p.CreateTopicsRequest():
-                return self.controller.create_topics(request)
-            case p.DeleteTopicsRequest():
-                return self.controller.delete_topics(request)
-            case p.CreatePartitionsRequest():
-                return self.controller.create_partitions(request)
-            case p.ElectLeadersRequest():
-                return self.controller.elect_leaders(request)
-            case p.AlterPartitionReassignmentsRequest():
-                return self.controller.alter_partition_reassignments(request)
-            case p.ListPartitionReassignmentsRequest():
-                return self.controller.list_partition_reassignments(request)
-            case p.DeleteRecordsRequest():
-                return delete_records(self, request)
-            case p.InitProducerIdRequest():
-                return init_producer_id(self, request)
-            case p.OffsetsForLeaderEpochRequest():
-                return offsets_for_leader_epoch(self, request)
-            case p.WriteTxnMarkersRequest():
-                return write_txn_markers(self, request)
-            case p.DescribeConfigsRequest():
-                return config_ops.describe_configs(
-                    request, self.broker_id, self.config, self.controller
-                )
-            case p.IncrementalAlterConfigsRequest():
-                return config_ops.alter_configs(
-                    request, self.broker_id, self.config, self.controller
-                )
-            case p.DescribeClusterRequest():
-                return describe_cluster(self, request)
-            case p.LeaderAndIsrRequest():
-                return leader_and_isr(self, request)
-            case p.StopReplicaRequest():
-                return stop_replica(self, request)
