@@ -150,7 +150,7 @@ def test_internal_topic_is_created_with_its_settings(cluster: EmbeddedCluster) -
     assert len(image.partitions) == 3
     assert image.configs["retention.ms"] == "-1"
     assert image.configs["remote.storage.enable"] == "false"
-    assert image.configs["cleanup.policy"] == "delete"
+    assert image.configs["cleanup.policy"] == "compact"
 
 
 def test_clients_cannot_delete_write_or_break_the_topic_and_tiering_goes_on(
@@ -178,7 +178,7 @@ def test_clients_cannot_delete_write_or_break_the_topic_and_tiering_goes_on(
                 p.AlterConfigsResource(
                     p.ResourceType.TOPIC,
                     TOPIC,
-                    [p.AlterableConfig("cleanup.policy", p.AlterConfigOp.SET, "compact")],
+                    [p.AlterableConfig("cleanup.policy", p.AlterConfigOp.SET, "delete")],
                 )
             ]
         ),
