@@ -58,6 +58,7 @@ def _partitions(count: int) -> list[Any]:
 def _publish(cluster: Any, partitions: list[Any], segments: int) -> int:
     """Publishes every partition's STARTED and FINISHED events; returns how many."""
     from tierlog.client import Producer
+    from tierlog.metadata.keys import event_key
     from tierlog.metadata.partitioner import metadata_partition
     from tierlog.metadata.serde import encode_event
     from tierlog.model import (
@@ -95,8 +96,13 @@ def _publish(cluster: Any, partitions: list[Any], segments: int) -> int:
                 state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
                 broker_id=0,
             )
-            producer.send("__remote_log_metadata", encode_event(started), partition=target)
-            producer.send("__remote_log_metadata", encode_event(finished), partition=target)
+            for event in (started, finished):
+                producer.send(
+                    "__remote_log_metadata",
+                    encode_event(event),
+                    key=event_key(event),
+                    partition=target,
+                )
             sent += 2
     producer.flush()
     producer.close()
