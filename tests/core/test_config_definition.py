@@ -58,6 +58,21 @@ KAFKA_REMOTE_DEFAULTS = [
     ("remote.log.metadata.manager.name", "topic", False),
 ]
 
+# Kafka's defaults and dynamic flags of the log cleaner's keys (``CleanerConfig``).
+KAFKA_CLEANER_DEFAULTS = [
+    ("log.cleaner.enable", True, False),
+    ("log.cleaner.threads", 1, True),
+    ("log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308, True),
+    ("log.cleaner.dedupe.buffer.size", 134217728, True),
+    ("log.cleaner.io.buffer.load.factor", 0.9, True),
+    ("log.cleaner.io.buffer.size", 524288, True),
+    ("log.cleaner.backoff.ms", 15000, True),
+    ("log.cleaner.min.cleanable.ratio", 0.5, False),
+    ("log.cleaner.delete.retention.ms", 86400000, False),
+    ("log.cleaner.min.compaction.lag.ms", 0, False),
+    ("log.cleaner.max.compaction.lag.ms", LONG_MAX, False),
+]
+
 KAFKA_GENERAL_DEFAULTS = [
     ("broker.id", 0),
     ("cluster.id", None),
@@ -110,9 +125,16 @@ def test_general_broker_keys_have_kafka_defaults(name: str, default: object) -> 
     assert BrokerConfig.from_mapping({})[name] == default
 
 
+@pytest.mark.parametrize(("name", "default", "dynamic"), KAFKA_CLEANER_DEFAULTS)
+def test_cleaner_keys_have_kafka_defaults(name: str, default: object, dynamic: bool) -> None:
+    assert BrokerConfig.from_mapping({})[name] == default
+    assert BROKER_CONFIG[name].dynamic is dynamic
+
+
 def test_only_the_documented_broker_keys_are_dynamic() -> None:
     dynamic = {key.name for key in BROKER_CONFIG if key.dynamic}
-    assert dynamic == {name for name, _, is_dynamic in KAFKA_REMOTE_DEFAULTS if is_dynamic}
+    documented = KAFKA_REMOTE_DEFAULTS + KAFKA_CLEANER_DEFAULTS
+    assert dynamic == {name for name, _, is_dynamic in documented if is_dynamic}
 
 
 @pytest.mark.parametrize(

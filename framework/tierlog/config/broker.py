@@ -44,6 +44,8 @@ CLEANUP_POLICIES: Final = ("compact", "delete")
 TIMESTAMP_TYPES: Final = ("CreateTime", "LogAppendTime")
 COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
+#: Java's ``Double.MAX_VALUE``: Kafka's "no limit" for a rate.
+DOUBLE_MAX: Final = 1.7976931348623157e308
 _MS_PER_MINUTE: Final = 60_000
 _MS_PER_HOUR: Final = 3_600_000
 
@@ -781,9 +783,98 @@ _NETWORK_KEYS: Final = (
 )
 
 
+#: The log cleaner (Kafka's ``CleanerConfig``): how it runs, and the broker defaults of the
+#: compaction topic configs. How it runs is dynamic: the cleaner reads these every round, and a
+#: change of ``log.cleaner.threads`` restarts it with the new count, as Kafka does.
+_CLEANER_KEYS: Final = (
+    ConfigKey(
+        "log.cleaner.enable",
+        BOOLEAN,
+        True,
+        doc="Run the log cleaner, which compacts topics whose cleanup.policy includes compact.",
+    ),
+    ConfigKey(
+        "log.cleaner.threads",
+        INT,
+        1,
+        validator=at_least(0),
+        dynamic=True,
+        doc="Threads cleaning logs; each cleans one partition at a time.",
+    ),
+    ConfigKey(
+        "log.cleaner.io.max.bytes.per.second",
+        DOUBLE,
+        DOUBLE_MAX,
+        validator=at_least(0.0),
+        dynamic=True,
+        doc="Cap on the cleaner's reads plus writes, over all its threads.",
+    ),
+    ConfigKey(
+        "log.cleaner.dedupe.buffer.size",
+        LONG,
+        134217728,
+        validator=at_least(0),
+        dynamic=True,
+        doc="Memory for the key-to-offset maps of all cleaner threads, counted at 24 bytes "
+        "a key as Kafka counts it; a round covers as many dirty segments as its map can hold.",
+    ),
+    ConfigKey(
+        "log.cleaner.io.buffer.load.factor",
+        DOUBLE,
+        0.9,
+        validator=between(0.0, 1.0),
+        dynamic=True,
+        doc="How full a cleaner thread's key-to-offset map may get.",
+    ),
+    ConfigKey(
+        "log.cleaner.io.buffer.size",
+        INT,
+        524288,
+        validator=at_least(0),
+        dynamic=True,
+        doc="Bytes a cleaner thread writes to a cleaned segment at a time.",
+    ),
+    ConfigKey(
+        "log.cleaner.backoff.ms",
+        LONG,
+        15000,
+        validator=at_least(0),
+        dynamic=True,
+        doc="How long a cleaner thread sleeps when no log needs cleaning.",
+    ),
+    ConfigKey(
+        "log.cleaner.min.cleanable.ratio",
+        DOUBLE,
+        0.5,
+        validator=between(0.0, 1.0),
+        doc="Default min.cleanable.dirty.ratio of topics.",
+    ),
+    ConfigKey(
+        "log.cleaner.delete.retention.ms",
+        LONG,
+        86400000,
+        validator=at_least(0),
+        doc="Default delete.retention.ms of topics.",
+    ),
+    ConfigKey(
+        "log.cleaner.min.compaction.lag.ms",
+        LONG,
+        0,
+        validator=at_least(0),
+        doc="Default min.compaction.lag.ms of topics.",
+    ),
+    ConfigKey(
+        "log.cleaner.max.compaction.lag.ms",
+        LONG,
+        LONG_MAX,
+        validator=at_least(1),
+        doc="Default max.compaction.lag.ms of topics.",
+    ),
+)
+
 #: Every broker key; ``rsm.config.``, ``rlmm.config.`` and ``plugin.<name>.`` keys go to plugins.
 BROKER_CONFIG: Final = ConfigDef(
-    keys=_GENERAL_KEYS + _NETWORK_KEYS + _REMOTE_KEYS,
+    keys=_GENERAL_KEYS + _NETWORK_KEYS + _REMOTE_KEYS + _CLEANER_KEYS,
     rules=BROKER_RULES,
     raw_prefixes=(PLUGIN_PREFIX,),
     prefix_keys=(

@@ -7,6 +7,7 @@ topic's own overrides over those. Every topic key is dynamic.
 
 Cross-key rules (Kafka's ``LogConfig`` validation):
 
+* ``min.compaction.lag.ms`` may not exceed ``max.compaction.lag.ms``;
 * ``remote.storage.enable`` needs ``remote.log.storage.system.enable`` on the broker, is refused
   for a ``compact`` cleanup policy, and can only be turned off again together with
   ``remote.log.delete.on.disable=true`` (which deletes the remote data);
@@ -33,6 +34,7 @@ from .broker import (
     BROKER_CONFIG,
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
+    DOUBLE,
     INT,
     LIST,
     LONG,
@@ -46,7 +48,7 @@ from .broker import (
 )
 from .definition import LONG_MAX, ConfigDef, ConfigKey, ConfigRule, Importance
 from .live import BrokerConfig
-from .validators import at_least, list_of, one_of
+from .validators import at_least, between, list_of, one_of
 
 _WEEK_MS: Final = 7 * 24 * 3_600_000
 _HIGH: Final = Importance.HIGH
@@ -61,6 +63,44 @@ _TOPIC_KEYS: Final = (
         importance=_HIGH,
         inherited_from="log.cleanup.policy",
         doc="delete: old segments are deleted; compact: only the latest record per key is kept.",
+    ),
+    ConfigKey(
+        "delete.retention.ms",
+        LONG,
+        86400000,
+        validator=at_least(0),
+        dynamic=True,
+        inherited_from="log.cleaner.delete.retention.ms",
+        doc="How long a compacted topic keeps a tombstone (and an emptied transaction's marker) "
+        "after the cleaner first passes it, so readers see the delete.",
+    ),
+    ConfigKey(
+        "min.cleanable.dirty.ratio",
+        DOUBLE,
+        0.5,
+        validator=between(0.0, 1.0),
+        dynamic=True,
+        inherited_from="log.cleaner.min.cleanable.ratio",
+        doc="Share of a compacted log not yet cleaned above which the cleaner cleans it.",
+    ),
+    ConfigKey(
+        "min.compaction.lag.ms",
+        LONG,
+        0,
+        validator=at_least(0),
+        dynamic=True,
+        inherited_from="log.cleaner.min.compaction.lag.ms",
+        doc="How long a record stays uncompacted at least.",
+    ),
+    ConfigKey(
+        "max.compaction.lag.ms",
+        LONG,
+        LONG_MAX,
+        validator=at_least(1),
+        dynamic=True,
+        inherited_from="log.cleaner.max.compaction.lag.ms",
+        doc="How long a record may stay uncompacted at most: a log holding an older dirty "
+        "segment is cleaned whatever its dirty ratio.",
     ),
     ConfigKey(
         "retention.ms",
@@ -276,6 +316,17 @@ def _no_remote_storage_when_compacted(values: Mapping[str, object]) -> None:
         )
 
 
+def _compaction_lags_in_order(values: Mapping[str, object]) -> None:
+    low, high = _int(values, "min.compaction.lag.ms"), _int(values, "max.compaction.lag.ms")
+    if low > high:
+        raise InvalidConfigError(
+            f"min.compaction.lag.ms = {low} is more than max.compaction.lag.ms = {high}: "
+            "a record cannot have to stay uncompacted longer than it may",
+            key="min.compaction.lag.ms",
+            value=low,
+        )
+
+
 def _local_retention_within_total(values: Mapping[str, object]) -> None:
     if not values["remote.storage.enable"]:
         return
@@ -305,6 +356,11 @@ _LOCAL_TOTAL: Final = (
 )
 
 TOPIC_RULES: Final = (
+    ConfigRule(
+        "min.compaction.lag.ms is at most max.compaction.lag.ms",
+        ("min.compaction.lag.ms", "max.compaction.lag.ms"),
+        _compaction_lags_in_order,
+    ),
     ConfigRule(
         "remote.storage.enable is not allowed with cleanup.policy compact",
         ("remote.storage.enable", "cleanup.policy"),

@@ -36,6 +36,8 @@ RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 #: The high watermark, so a restart begins near where it was, not at the log start.
 HIGH_WATERMARK_CHECKPOINT: Final = "replication-offset-checkpoint"
+#: The first offset the log cleaner has not cleaned yet (Kafka keeps it per log directory).
+CLEANER_OFFSET_CHECKPOINT: Final = "cleaner-offset-checkpoint"
 #: Present only while the log is closed cleanly; its absence at open means "recover".
 CLEAN_SHUTDOWN_MARKER: Final = ".kafka_cleanshutdown"
 

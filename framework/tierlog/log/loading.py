@@ -16,6 +16,7 @@ from ..errors import KafkaStorageError
 from ..records import BatchHeader, RecordBatch
 from . import files
 from .checkpoint import TEMP_SUFFIX, fsync_directory
+from .cleaner.swap import complete_swaps
 from .epoch_cache import EpochEntry
 from .producer_state import AppendOrigin, CompletedTxn, ProducerAppendInfo
 from .segment import LogSegment
@@ -31,6 +32,7 @@ def load(plog: PartitionLog) -> None:
     directory = plog._dir
     marker = directory / files.CLEAN_SHUTDOWN_MARKER
     clean = marker.exists()
+    complete_swaps(directory)
     remove_leftovers(plog)
     bases = sorted(
         files.offset_from_file_name(p.name)
@@ -112,7 +114,11 @@ def load(plog: PartitionLog) -> None:
 
 
 def remove_leftovers(plog: PartitionLog) -> None:
-    """Deletes what a previous run left half done: temp, deleted, cleaned and swap files."""
+    """Deletes what a previous run left half done: temp, deleted, cleaned and swap files.
+
+    Runs after ``complete_swaps``: a cleaned segment whose swap was committed is live by then,
+    so the ``.swap`` files left are only indexes of an unfinished one.
+    """
     for path in plog._dir.iterdir():
         name = path.name
         if name.endswith(TEMP_SUFFIX) or name.endswith(files.TRANSIENT_SUFFIXES):

@@ -44,8 +44,15 @@ class LogConfig:
     message_timestamp_type: TimestampType = TimestampType.CREATE_TIME
     message_timestamp_before_max_ms: int = _LONG_MAX
     message_timestamp_after_max_ms: int = 3_600_000
-    #: ``cleanup.policy`` includes ``compact``: every produced record needs a key.
+    #: ``cleanup.policy`` includes ``compact``: every produced record needs a key, and the log
+    #: cleaner keeps only the latest record per key.
     compact: bool = False
+    #: ``cleanup.policy`` includes ``delete``: retention by time and size applies.
+    delete: bool = True
+    delete_retention_ms: int = 86_400_000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = _LONG_MAX
     file_delete_delay_ms: int = 60000
     producer_id_expiration_ms: int = 86_400_000
     #: What a produced batch is checked against, built once from the fields above.
@@ -93,6 +100,7 @@ class LogConfig:
             return value
 
         policy = values["cleanup.policy"]
+        ratio = values["min.cleanable.dirty.ratio"]
         timestamp_type = (
             TimestampType.LOG_APPEND_TIME
             if values["message.timestamp.type"] == "LogAppendTime"
@@ -116,6 +124,11 @@ class LogConfig:
             message_timestamp_before_max_ms=number("message.timestamp.before.max.ms"),
             message_timestamp_after_max_ms=number("message.timestamp.after.max.ms"),
             compact=isinstance(policy, tuple) and "compact" in policy,
+            delete=isinstance(policy, tuple) and "delete" in policy,
+            delete_retention_ms=number("delete.retention.ms"),
+            min_cleanable_dirty_ratio=float(ratio) if isinstance(ratio, int | float) else 0.5,
+            min_compaction_lag_ms=number("min.compaction.lag.ms"),
+            max_compaction_lag_ms=number("max.compaction.lag.ms"),
             file_delete_delay_ms=number("file.delete.delay.ms"),
         )
 

@@ -129,6 +129,9 @@ class PartitionLog:
         #: Rolled segments with loaded indexes, least recently used first.
         self._index_lru: OrderedDict[int, LogSegment] = OrderedDict()
         self._closed = False
+        #: The log cleaner's first dirty offset: unread (None) until the cleaner first asks.
+        self._cleaner_checkpoint: int | None = None
+        self._cleaner_checkpoint_read = False
         epochs_file = LeaderEpochCheckpointFile.in_directory(directory)
         #: The checkpoint was missing or unreadable: loading rebuilds the cache from the batches.
         self._epochs_lost = not epochs_file.path.exists()
@@ -700,6 +703,7 @@ class PartitionLog:
             if self._recovery_point > self._next_offset:
                 self._recovery_point = self._next_offset
                 self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, self._recovery_point)
+            self._clamp_cleaner_checkpoint(self._next_offset)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -794,6 +798,35 @@ class PartitionLog:
         self._unflushed_messages = 0
         self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, offset)
         self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, offset)
+        self._clamp_cleaner_checkpoint(offset)
+
+    # --- log cleaner ------------------------------------------------------------------------
+
+    @property
+    def cleaner_checkpoint(self) -> int | None:
+        """Where the log cleaner's next round starts (``cleaner-offset-checkpoint``), if set."""
+        with self._lock:
+            if not self._cleaner_checkpoint_read:
+                self._cleaner_checkpoint = self._read_checkpoint(files.CLEANER_OFFSET_CHECKPOINT)
+                self._cleaner_checkpoint_read = True
+            return self._cleaner_checkpoint
+
+    def set_cleaner_checkpoint(self, offset: int) -> None:
+        """Records that the log is clean below ``offset`` (at most the log end)."""
+        with self._lock:
+            self._check_open()
+            self._store_cleaner_checkpoint(min(offset, self._next_offset))
+
+    def _store_cleaner_checkpoint(self, offset: int) -> None:
+        self._cleaner_checkpoint = offset
+        self._cleaner_checkpoint_read = True
+        self._write_checkpoint(files.CLEANER_OFFSET_CHECKPOINT, offset)
+
+    def _clamp_cleaner_checkpoint(self, offset: int) -> None:
+        """After a truncation to ``offset``: what comes next there is dirty again."""
+        checkpoint = self.cleaner_checkpoint
+        if checkpoint is not None and checkpoint > offset:
+            self._store_cleaner_checkpoint(offset)
 
     # --- tiering hooks ----------------------------------------------------------------------
 

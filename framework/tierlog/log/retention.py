@@ -2,7 +2,8 @@
 
 Kafka's ``UnifiedLog.deleteOldSegments``. Each rule (below the log start, over
 ``retention.bytes``, older than ``retention.ms``; their ``local.`` forms on a tiered topic) is a
-predicate on a segment and the next one's base offset; ``delete_while`` applies one with the
+predicate on a segment and the next one's base offset (a topic whose ``cleanup.policy`` lacks
+``delete`` applies only the first); ``delete_while`` applies one with the
 limits every rule shares: never the active segment, never at or above the high watermark, and
 on a tiered topic never a segment remote storage does not hold yet. The caller holds the lock.
 """
@@ -31,6 +32,9 @@ def apply_retention(plog: PartitionLog, now: int) -> int:
     else:
         retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
     deleted = delete_while(plog, lambda s, nxt: nxt <= plog._log_start_offset, now)
+    if not config.delete:
+        # cleanup.policy=compact alone: the cleaner, not retention, decides what goes.
+        return deleted
     if retention_bytes >= 0:
         excess = [plog.size - retention_bytes]
 

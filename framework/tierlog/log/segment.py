@@ -83,11 +83,12 @@ class LogSegment:
         max_index_size: int,
         create: bool,
         now_ms: int | None = None,
+        suffix: str = "",
     ) -> None:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self._directory = Path(directory)
-        self._log_path = files.segment_file(self._directory, base_offset, files.LOG_SUFFIX)
+        self._log_path = _path(self._directory, base_offset, files.LOG_SUFFIX, suffix)
         flags = os.O_RDWR | os.O_CREAT
         try:
             self._fd = os.open(self._log_path, flags | (os.O_TRUNC if create else 0), 0o644)
@@ -101,16 +102,16 @@ class LogSegment:
         #: Whether either index has no room for another entry (a full index rolls the segment).
         self.is_full = False
         self.offset_index = OffsetIndex(
-            files.segment_file(self._directory, base_offset, files.INDEX_SUFFIX),
+            _path(self._directory, base_offset, files.INDEX_SUFFIX, suffix),
             base_offset,
             max_index_size,
         )
         self.time_index = TimeIndex(
-            files.segment_file(self._directory, base_offset, files.TIME_INDEX_SUFFIX),
+            _path(self._directory, base_offset, files.TIME_INDEX_SUFFIX, suffix),
             base_offset,
             max_index_size,
         )
-        txn_path = files.segment_file(self._directory, base_offset, files.TXN_INDEX_SUFFIX)
+        txn_path = _path(self._directory, base_offset, files.TXN_INDEX_SUFFIX, suffix)
         if create:
             self.offset_index.create()
             self.time_index.create()
@@ -134,8 +135,12 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         now_ms: int | None = None,
+        suffix: str = "",
     ) -> LogSegment:
-        """A new, empty segment (stale files with the same base offset are replaced)."""
+        """A new, empty segment (stale files with the same base offset are replaced).
+
+        ``suffix`` is added to every file name: the cleaner writes a segment as ``.cleaned``.
+        """
         return cls(
             directory,
             base_offset,
@@ -143,6 +148,7 @@ class LogSegment:
             max_index_size=max_index_size,
             create=True,
             now_ms=now_ms,
+            suffix=suffix,
         )
 
     @classmethod
@@ -198,6 +204,12 @@ class LogSegment:
         """
         timestamp = self.max_timestamp_so_far
         return timestamp if timestamp >= 0 else self.last_modified_ms
+
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (-1: none), which ``max.compaction.lag.ms`` counts
+        from."""
+        first = self._read_header(0)
+        return first.max_timestamp if first else NO_TIMESTAMP
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
         """How long this segment has been open by ``segment.ms``'s measure.
@@ -736,6 +748,26 @@ class LogSegment:
             index.rename(index.path.with_name(index.path.name + suffix))
         self.txn_index.rename_to(self.txn_index.path.with_name(self.txn_index.path.name + suffix))
 
+    def replace_suffix(self, old: str, new: str) -> None:
+        """Renames every file from its live name plus ``old`` to its live name plus ``new``.
+
+        The ``.log`` is renamed last: the cleaner's swap treats that rename as the commit point
+        (``.cleaned`` -> ``.swap``), so every index already has its new name when it happens.
+        """
+        for index in (self.offset_index, self.time_index):
+            index.rename(_renamed(index.path, old, new))
+        self.txn_index.rename_to(_renamed(self.txn_index.path, old, new))
+        new_log = _renamed(self._log_path, old, new)
+        try:
+            os.replace(self._log_path, new_log)
+        except OSError as err:
+            raise KafkaStorageError(f"cannot rename {self._log_path}: {err}") from err
+        self._log_path = new_log
+
+    def set_last_modified(self, ms: int) -> None:
+        """Sets the ``.log``'s mtime (a cleaned segment keeps the age of what it replaces)."""
+        os.utime(self._log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+
     def delete(self) -> None:
         """Closes the segment and removes its files."""
         if not self._closed:
@@ -750,6 +782,19 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+def _path(directory: Path, base_offset: int, kind: str, suffix: str) -> Path:
+    return directory / (files.offset_prefix(base_offset) + kind + suffix)
+
+
+def _renamed(path: Path, old: str, new: str) -> Path:
+    name = path.name
+    if old:
+        if not name.endswith(old):
+            raise ValueError(f"{path} does not end with {old!r}")
+        name = name[: -len(old)]
+    return path.with_name(name + new)
 
 
 def _now_ms() -> int:

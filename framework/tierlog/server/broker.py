@@ -44,6 +44,7 @@ from ..errors import (
 )
 from ..host import PluginHost
 from ..log import DirectoryLock, LogConfig, PartitionLog, files
+from ..log.cleaner import CleanerSettings, LogCleaner
 from ..model import TopicPartition, Uuid
 from ..remote import CACHE_DIR_NAME, SCRATCH_DIR_NAME, RemoteLogManager
 from . import configs as config_ops
@@ -127,6 +128,8 @@ class Broker:
         ) = None
         self.remote_log_manager: RemoteLogManager | None = None
         self._tasks = BackgroundTasks(self)
+        #: Compacts the hosted logs whose cleanup.policy includes compact; None until started.
+        self.log_cleaner: LogCleaner | None = None
         #: This broker's block of producer ids, refilled from the controller (KIP-730).
         self.producer_id_manager = ProducerIdManager(
             self.broker_id, controller.allocate_producer_ids
@@ -227,6 +230,7 @@ class Broker:
                 )
                 self.replica_fetcher_manager.remote_log_manager = self.remote_log_manager
             self._tasks.start()
+            self._start_log_cleaner()
             self._unsubscribe.append(self.controller.subscribe(self._on_metadata))
             dynamic = [k.name for k in self.config.definition if k.dynamic]
             self._unsubscribe.append(
@@ -266,6 +270,8 @@ class Broker:
             for partition in self._partitions.values():
                 partition.make_offline()
         self._tasks.stop()
+        if self.log_cleaner is not None:
+            self.log_cleaner.close()
         if self._produce_purgatory is not None:
             self._produce_purgatory.shutdown()
         if self._fetch_purgatory is not None:
@@ -342,6 +348,24 @@ class Broker:
 
     def _log_config(self, topic: TopicImage | None) -> LogConfig:
         return LogConfig.from_topic_config(self.topic_config(topic))
+
+    # --- log cleaner ----------------------------------------------------------------------
+
+    def _start_log_cleaner(self) -> None:
+        """Starts the cleaner threads; a new ``log.cleaner.threads`` restarts them."""
+        assert self.plugin_host is not None
+        self.log_cleaner = LogCleaner(
+            lambda: CleanerSettings.from_broker(self.config),
+            lambda: [partition.log for partition in self.hosted_replicas()],
+            metrics=self.plugin_host.metrics,
+            log_dirs=self.log_dirs,
+            name=f"kafka-log-cleaner-thread-{self.broker_id}",
+        )
+        self.log_cleaner.start()
+        cleaner = self.log_cleaner
+        self._unsubscribe.append(
+            self.config.add_listener("log.cleaner.threads", lambda *_: cleaner.reconfigure())
+        )
 
     # --- ISR and retention (run periodically by BackgroundTasks) --------------------------
 
