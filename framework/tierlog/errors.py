@@ -304,6 +304,89 @@ class UnsupportedEndpointTypeError(TierlogError):
     code, kafka_name = 115, "UNSUPPORTED_ENDPOINT_TYPE"
 
 
+# --- consumer groups: answered by the group coordinator ----------------------------------------
+
+
+class CoordinatorLoadInProgressError(RetriableError):
+    """The coordinator is still reading its partition of ``__consumer_offsets``."""
+
+    code, kafka_name = 14, "COORDINATOR_LOAD_IN_PROGRESS"
+
+
+class CoordinatorNotAvailableError(RetriableError):
+    code, kafka_name = 15, "COORDINATOR_NOT_AVAILABLE"
+
+
+class NotCoordinatorError(RetriableError):
+    """This broker does not lead the group's partition of ``__consumer_offsets``."""
+
+    code, kafka_name = 16, "NOT_COORDINATOR"
+
+
+class IllegalGenerationError(TierlogError):
+    code, kafka_name = 22, "ILLEGAL_GENERATION"
+
+
+class InconsistentGroupProtocolError(TierlogError):
+    code, kafka_name = 23, "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidGroupIdError(TierlogError, ValueError):
+    code, kafka_name = 24, "INVALID_GROUP_ID"
+
+
+class UnknownMemberIdError(TierlogError):
+    code, kafka_name = 25, "UNKNOWN_MEMBER_ID"
+
+
+class InvalidSessionTimeoutError(TierlogError, ValueError):
+    code, kafka_name = 26, "INVALID_SESSION_TIMEOUT"
+
+
+class InvalidCommitOffsetSizeError(TierlogError):
+    code, kafka_name = 28, "INVALID_COMMIT_OFFSET_SIZE"
+
+
+class RebalanceInProgressError(TierlogError):
+    code, kafka_name = 27, "REBALANCE_IN_PROGRESS"
+
+
+class OffsetMetadataTooLargeError(TierlogError, ValueError):
+    code, kafka_name = 12, "OFFSET_METADATA_TOO_LARGE"
+
+
+class NonEmptyGroupError(TierlogError):
+    code, kafka_name = 68, "NON_EMPTY_GROUP"
+
+
+class GroupIdNotFoundError(TierlogError, LookupError):
+    code, kafka_name = 69, "GROUP_ID_NOT_FOUND"
+
+
+class MemberIdRequiredError(TierlogError):
+    """KIP-394: a first JoinGroup gets its member id and must join again with it."""
+
+    code, kafka_name = 79, "MEMBER_ID_REQUIRED"
+
+
+class FencedInstanceIdError(TierlogError):
+    """Another member now holds this ``group.instance.id`` (KIP-345)."""
+
+    code, kafka_name = 82, "FENCED_INSTANCE_ID"
+
+
+class GroupMaxSizeReachedError(TierlogError):
+    code, kafka_name = 81, "GROUP_MAX_SIZE_REACHED"
+
+
+class UnstableOffsetCommitError(RetriableError):
+    code, kafka_name = 88, "UNSTABLE_OFFSET_COMMIT"
+
+
+class GroupSubscribedToTopicError(TierlogError):
+    code, kafka_name = 86, "GROUP_SUBSCRIBED_TO_TOPIC"
+
+
 # --- remote storage: raised by storage and metadata plugins ----------------------------------
 
 

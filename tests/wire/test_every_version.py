@@ -400,15 +400,24 @@ def test_alter_configs_replaces_the_whole_dynamic_set(
 
 
 @pytest.mark.parametrize("version", _versions(10))
-def test_find_coordinator_finds_none(raw: RawClient, version: int) -> None:
-    """No group or transaction coordinator yet: retriable COORDINATOR_NOT_AVAILABLE."""
+def test_find_coordinator_finds_the_group_partitions_leader(raw: RawClient, version: int) -> None:
+    """A group's coordinator is the listening broker (the only one); a transaction
+    coordinator does not exist: retriable COORDINATOR_NOT_AVAILABLE."""
+    endpoint = raw.sock.getpeername()
     if version < 4:
         response = raw.call(FindCoordinatorRequest(key="group", key_type=0), version)
-        assert (response.error_code, response.node_id) == (15, -1)
+        assert (response.error_code, response.node_id) == (0, 0)
+        assert (response.host, response.port) == endpoint
+        if version >= 1:
+            response = raw.call(FindCoordinatorRequest(key="txn", key_type=1), version)
+            assert (response.error_code, response.node_id) == (15, -1)
     else:
         request = FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"])
         coordinators = raw.call(request, version).coordinators
-        assert [(c.key, c.error_code, c.node_id) for c in coordinators] == [
-            ("a", 15, -1),
-            ("b", 15, -1),
+        assert [(c.key, c.error_code, c.node_id, c.port) for c in coordinators] == [
+            ("a", 0, 0, endpoint[1]),
+            ("b", 0, 0, endpoint[1]),
         ]
+        request = FindCoordinatorRequest(key_type=1, coordinator_keys=["t"])
+        (txn,) = raw.call(request, version).coordinators
+        assert (txn.error_code, txn.node_id) == (15, -1)

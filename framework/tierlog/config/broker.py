@@ -872,9 +872,107 @@ _CLEANER_KEYS: Final = (
     ),
 )
 
+
+#: The group coordinator (``tierlog.groups``) and ``__consumer_offsets``: Kafka's keys and defaults.
+_GROUP_KEYS: Final = (
+    ConfigKey(
+        "group.initial.rebalance.delay.ms",
+        INT,
+        3000,
+        validator=at_least(0),
+        doc="How long the first rebalance of an empty group waits for more members, extended "
+        "by as much again while members keep joining, up to the rebalance timeout.",
+    ),
+    ConfigKey(
+        "group.min.session.timeout.ms",
+        INT,
+        6000,
+        validator=at_least(0),
+        doc="Shortest session timeout a member may ask for; shorter is INVALID_SESSION_TIMEOUT.",
+    ),
+    ConfigKey(
+        "group.max.session.timeout.ms",
+        INT,
+        1800000,
+        validator=at_least(0),
+        doc="Longest session timeout a member may ask for; longer is INVALID_SESSION_TIMEOUT.",
+    ),
+    ConfigKey(
+        "group.max.size",
+        INT,
+        2147483647,
+        validator=at_least(1),
+        doc="Most members a classic group may have; one more gets GROUP_MAX_SIZE_REACHED.",
+    ),
+    ConfigKey(
+        "offsets.topic.num.partitions",
+        INT,
+        50,
+        validator=at_least(1),
+        importance=HIGH,
+        doc="Partitions of __consumer_offsets, fixed when it is created: a group's partition "
+        "(and so its coordinator) is the hash of its id modulo this count.",
+    ),
+    ConfigKey(
+        "offsets.topic.replication.factor",
+        INT,
+        3,
+        validator=at_least(1),
+        importance=HIGH,
+        doc="Replication factor of __consumer_offsets; unlike Kafka, a smaller cluster creates "
+        "it with one replica per live broker instead of failing.",
+    ),
+    ConfigKey(
+        "offsets.topic.segment.bytes",
+        INT,
+        104857600,
+        validator=at_least(MIN_SEGMENT_BYTES),
+        doc="Segment size of __consumer_offsets, kept small so compaction and loading are fast.",
+    ),
+    ConfigKey(
+        "offsets.load.buffer.size",
+        INT,
+        5242880,
+        validator=at_least(1),
+        importance=LOW,
+        doc="Bytes read at a time while a new coordinator loads its partition.",
+    ),
+    ConfigKey(
+        "offsets.commit.timeout.ms",
+        INT,
+        5000,
+        validator=at_least(1),
+        doc="Longest wait for a write to __consumer_offsets to reach every in-sync replica.",
+    ),
+    ConfigKey(
+        "offsets.retention.minutes",
+        INT,
+        10080,
+        validator=at_least(1),
+        importance=HIGH,
+        doc="How long a group's offsets outlive its last member (or, for a topic no member "
+        "subscribes to any more, their commit).",
+    ),
+    ConfigKey(
+        "offsets.retention.check.interval.ms",
+        LONG,
+        600000,
+        validator=at_least(1),
+        doc="How often expired offsets and empty groups are removed.",
+    ),
+    ConfigKey(
+        "offset.metadata.max.bytes",
+        INT,
+        4096,
+        validator=at_least(0),
+        doc="Longest metadata string a commit may carry; longer is OFFSET_METADATA_TOO_LARGE.",
+    ),
+)
+
+
 #: Every broker key; ``rsm.config.``, ``rlmm.config.`` and ``plugin.<name>.`` keys go to plugins.
 BROKER_CONFIG: Final = ConfigDef(
-    keys=_GENERAL_KEYS + _NETWORK_KEYS + _REMOTE_KEYS + _CLEANER_KEYS,
+    keys=_GENERAL_KEYS + _NETWORK_KEYS + _REMOTE_KEYS + _CLEANER_KEYS + _GROUP_KEYS,
     rules=BROKER_RULES,
     raw_prefixes=(PLUGIN_PREFIX,),
     prefix_keys=(

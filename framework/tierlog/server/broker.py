@@ -42,6 +42,8 @@ from ..errors import (
     UnknownTopicOrPartitionError,
     error_code_of,
 )
+from ..groups import GroupCoordinator
+from ..groups.protocol import GroupRequest
 from ..host import PluginHost
 from ..log import DirectoryLock, LogConfig, PartitionLog, files
 from ..log.cleaner import CleanerSettings, LogCleaner
@@ -127,6 +129,8 @@ class Broker:
             DelayedOperationPurgatory[DelayedRemoteListOffsets] | None
         ) = None
         self.remote_log_manager: RemoteLogManager | None = None
+        #: Consumer groups and their offsets (``tierlog.groups``); None until started.
+        self.group_coordinator: GroupCoordinator | None = None
         self._tasks = BackgroundTasks(self)
         #: Compacts the hosted logs whose cleanup.policy includes compact; None until started.
         self.log_cleaner: LogCleaner | None = None
@@ -229,6 +233,7 @@ class Broker:
                     self._topic_switch,
                 )
                 self.replica_fetcher_manager.remote_log_manager = self.remote_log_manager
+            self.group_coordinator = GroupCoordinator(self)
             self._tasks.start()
             self._start_log_cleaner()
             self._unsubscribe.append(self.controller.subscribe(self._on_metadata))
@@ -259,6 +264,8 @@ class Broker:
             # While leaderships are still ours and metadata can still be published.
             self.remote_log_manager.stop_copying(COPY_DRAIN_TIMEOUT_S if clean else 0.0)
         self._set_state(BrokerState.SHUTTING_DOWN)
+        if self.group_coordinator is not None:
+            self.group_coordinator.shutdown()
         for remove in self._unsubscribe:
             remove()
         self._unsubscribe.clear()
@@ -526,16 +533,19 @@ class Broker:
 
     # --- dispatch -------------------------------------------------------------------------
 
-    def handle(self, request: p.Request) -> p.Response:
+    def handle(self, request: p.Request | GroupRequest) -> p.Response:
         """Answers one request. Content errors come back as error codes, never as exceptions:
-        what a handler did not expect is logged and answered UNKNOWN_SERVER_ERROR."""
+        what a handler did not expect is logged and answered UNKNOWN_SERVER_ERROR (the group
+        coordinator answers its own requests' errors)."""
         if not self.serving:
             raise BrokerNotAvailableError(f"broker {self.broker_id} is {self._state.value}")
-        if not isinstance(request, p.Request):
+        if not isinstance(request, p.Request | GroupRequest):
             raise InvalidRequestError(f"broker {self.broker_id} cannot handle {request!r}")
         try:
             return self._dispatch(request)
         except Exception as err:
+            if isinstance(request, GroupRequest):
+                raise
             log.exception("broker %d: %s failed", self.broker_id, type(request).__name__)
             return error_response(request, error_code_of(err), error_message(err))
 
@@ -546,8 +556,13 @@ class Broker:
             raise BrokerNotAvailableError(f"broker {self.broker_id} is {self._state.value}")
         return produce(self, request, internal_topics_allowed=True)
 
-    def _dispatch(self, request: p.Request) -> p.Response:
+    def _dispatch(self, request: p.Request | GroupRequest) -> p.Response:
         match request:
+            case GroupRequest():
+                if self.group_coordinator is None:
+                    raise BrokerNotAvailableError(f"broker {self.broker_id} is not serving")
+                answer: p.Response = self.group_coordinator.handle(request)
+                return answer
             case p.ProduceRequest():
                 return produce(self, request)
             case p.FetchRequest():

@@ -93,6 +93,11 @@ def leader_and_isr(broker: Broker, request: p.LeaderAndIsrRequest) -> p.LeaderAn
             log.exception(
                 "broker %d: remote log manager leadership change failed", broker.broker_id
             )
+    if broker.group_coordinator is not None:
+        try:
+            broker.group_coordinator.on_leadership_change(leaders, followers)
+        except Exception:
+            log.exception("broker %d: group coordinator leadership change failed", broker.broker_id)
     if request.type == p.LEADER_AND_ISR_FULL:
         hosted = [partition.topic_partition for partition in broker.hosted_replicas()]
         for tp in [tp for tp in hosted if tp not in wanted]:
@@ -125,6 +130,8 @@ def _remove_partition(broker: Broker, tp: TopicPartition, *, delete: bool) -> No
     if partition is None:
         return
     led, leader = partition.is_leader, partition.leader_id
+    if broker.group_coordinator is not None:
+        broker.group_coordinator.on_partition_removed(tp)
     # acks=all produces waiting on it fail now (NOT_LEADER_OR_FOLLOWER), not at timeout.
     partition.make_offline()
     fetchers = broker.replica_fetcher_manager

@@ -22,6 +22,7 @@ from ..errors import LeaderNotAvailableError
 from ..server import protocol as p
 from .codec import MESSAGES, from_wire, to_wire
 from .endpoints import EndpointDirectory
+from .group_apis import GROUP_APIS
 from .metrics import error_name
 
 if TYPE_CHECKING:
@@ -205,42 +206,6 @@ def _advertised(ctx: RequestContext, brokers: list[Any], id_field: str) -> list[
     return listed
 
 
-# --- FindCoordinator -----------------------------------------------------------------------
-
-#: COORDINATOR_NOT_AVAILABLE: retriable, so a client asking keeps working and asks again later.
-_COORDINATOR_NOT_AVAILABLE = 15
-_NO_COORDINATOR = "tierlog has no group or transaction coordinator yet"
-
-
-def _find_coordinator(ctx: RequestContext, message: Any) -> ApiMessage:
-    """There is no coordinator to find (consumer groups and transactions are not served): every
-    key is answered COORDINATOR_NOT_AVAILABLE, as a Kafka cluster answers while its coordinator
-    is loading. Served at all because librdkafka takes FindCoordinator being advertised as the
-    sign of a broker that reads LZ4 batches, and otherwise sends them uncompressed."""
-    response = _response_class(10, ctx.version)
-    if ctx.version < 4:
-        return response(
-            error_code=_COORDINATOR_NOT_AVAILABLE,
-            error_message=_NO_COORDINATOR,
-            node_id=p.NO_LEADER,
-            host="",
-            port=-1,
-        )
-    return response(
-        coordinators=[
-            response.Coordinator(
-                key=key,
-                node_id=p.NO_LEADER,
-                host="",
-                port=-1,
-                error_code=_COORDINATOR_NOT_AVAILABLE,
-                error_message=_NO_COORDINATOR,
-            )
-            for key in message.coordinator_keys
-        ]
-    )
-
-
 # --- AlterConfigs --------------------------------------------------------------------------
 
 
@@ -294,7 +259,6 @@ APIS: dict[int, Api] = {
                 patch_response=_metadata_response,
             ),
         ),
-        Api(10, 0, 4, _find_coordinator),
         Api(18, 0, 4, _api_versions),
         Api(19, 0, 7, _generic(p.CreateTopicsRequest)),
         Api(20, 0, 6, _generic(p.DeleteTopicsRequest)),
@@ -314,6 +278,8 @@ APIS: dict[int, Api] = {
             1,
             _generic(p.DescribeClusterRequest, patch_response=_describe_cluster_response),
         ),
+        # The group coordinator's APIs (group_apis.py).
+        *(Api(key, low, high, handler) for key, low, high, handler in GROUP_APIS),
     )
 }
 """api key -> what is served of it."""

@@ -28,6 +28,14 @@ from kafka.protocol.admin.configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from kafka.protocol.admin.groups import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from kafka.protocol.admin.topics import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -46,6 +54,22 @@ from kafka.protocol.admin.topics import (
 )
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
+from kafka.protocol.consumer.group import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafka.protocol.consumer.offsets import (
     ListOffsetsRequest,
     ListOffsetsResponse,
@@ -86,6 +110,17 @@ MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse),
         (ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse),
         (DescribeClusterRequest, DescribeClusterResponse),
+        # The group coordinator (tierlog.groups).
+        (OffsetCommitRequest, OffsetCommitResponse),
+        (OffsetFetchRequest, OffsetFetchResponse),
+        (JoinGroupRequest, JoinGroupResponse),
+        (HeartbeatRequest, HeartbeatResponse),
+        (LeaveGroupRequest, LeaveGroupResponse),
+        (SyncGroupRequest, SyncGroupResponse),
+        (DescribeGroupsRequest, DescribeGroupsResponse),
+        (ListGroupsRequest, ListGroupsResponse),
+        (DeleteGroupsRequest, DeleteGroupsResponse),
+        (OffsetDeleteRequest, OffsetDeleteResponse),
     )
 }
 

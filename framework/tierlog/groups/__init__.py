@@ -1,0 +1,26 @@
+"""Kafka's group coordinator: consumer groups and their committed offsets.
+
+Groups and offsets live in the compacted internal topic ``__consumer_offsets``; the leader of a
+group's partition of it is the group's coordinator. :class:`GroupCoordinator` (one per broker)
+keeps a :class:`CoordinatorShard` for each partition this broker leads, loads it on becoming
+leader and drops it on losing leadership. The classic protocol (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup) runs on :class:`ClassicGroup`; offsets, listing, describing and deleting
+work for every group type through the :class:`Group` base.
+"""
+
+from __future__ import annotations
+
+from .group import Group, GroupState, GroupType
+from .partitioner import group_partition, java_string_hashcode
+from .runtime import GroupCoordinator
+from .shard import CoordinatorShard
+
+__all__ = [
+    "CoordinatorShard",
+    "Group",
+    "GroupCoordinator",
+    "GroupState",
+    "GroupType",
+    "group_partition",
+    "java_string_hashcode",
+]

@@ -1,0 +1,144 @@
+"""The classic protocol's requests as the coordinator receives them: find the shard and the
+group, run the protocol step under the shard's lock, wait for a pending answer outside it."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, TypeVar
+
+from ..errors import (
+    InconsistentGroupProtocolError,
+    InvalidGroupIdError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from . import classic_protocol as cp
+from . import protocol as gp
+from .classic_group import ClassicGroup
+from .dispatch import register_handler
+
+if TYPE_CHECKING:
+    from .runtime import GroupCoordinator
+    from .shard import CoordinatorShard
+
+T = TypeVar("T")
+
+#: Added to the longest wait a protocol step can take, before a waiting join gives up.
+_WAIT_MARGIN_MS = 5000
+
+
+def _await(answer: T | Future[T], timeout_ms: int, expired: T) -> T:
+    if not isinstance(answer, Future):
+        return answer
+    try:
+        return answer.result(timeout=timeout_ms / 1000)
+    except concurrent.futures.TimeoutError:
+        return expired
+
+
+def _classic(shard: CoordinatorShard, group_id: str) -> ClassicGroup | None:
+    group = shard.groups.get(group_id)
+    if group is not None and not isinstance(group, ClassicGroup):
+        raise InconsistentGroupProtocolError(
+            f"group {group_id!r} is a {group.group_type.value} group"
+        )
+    return group
+
+
+def join_group(coordinator: GroupCoordinator, request: gp.JoinGroupRequest) -> gp.JoinGroupResponse:
+    cp.validate_join(
+        request, coordinator.min_session_timeout_ms, coordinator.max_session_timeout_ms
+    )
+    shard = coordinator.shard_for(request.group_id)
+    with shard.lock:
+        shard.check_active()
+        group = _classic(shard, request.group_id)
+        if group is None:
+            if request.member_id:
+                raise UnknownMemberIdError(
+                    f"group {request.group_id!r} does not exist, so neither does member "
+                    f"{request.member_id!r}"
+                )
+            group = ClassicGroup(request.group_id, created_ms=cp.now_ms())
+            shard.groups[request.group_id] = group
+        answer = cp.join_group(shard, group, request)
+    rebalance = max(request.rebalance_timeout_ms, request.session_timeout_ms)
+    wait = rebalance + coordinator.initial_rebalance_delay_ms + _WAIT_MARGIN_MS
+    return _await(
+        answer,
+        wait,
+        gp.JoinGroupResponse(RebalanceInProgressError.code or 27, member_id=request.member_id),
+    )
+
+
+def sync_group(coordinator: GroupCoordinator, request: gp.SyncGroupRequest) -> gp.SyncGroupResponse:
+    if not request.group_id:
+        raise InvalidGroupIdError("a group id must not be empty")
+    shard = coordinator.shard_for(request.group_id)
+    with shard.lock:
+        shard.check_active()
+        group = _classic(shard, request.group_id)
+        if group is None:
+            raise UnknownMemberIdError(f"group {request.group_id!r} does not exist")
+        answer = cp.sync_group(shard, group, request)
+        member = group.members.get(request.member_id)
+        wait = (member.rebalance_timeout_ms if member else 0) + _WAIT_MARGIN_MS
+    return _await(answer, wait, gp.SyncGroupResponse(RebalanceInProgressError.code or 27))
+
+
+def heartbeat(coordinator: GroupCoordinator, request: gp.HeartbeatRequest) -> gp.HeartbeatResponse:
+    if not request.group_id:
+        raise InvalidGroupIdError("a group id must not be empty")
+    shard = coordinator.shard_for(request.group_id)
+    with shard.lock:
+        shard.check_active()
+        group = _classic(shard, request.group_id)
+        if group is None:
+            raise UnknownMemberIdError(f"group {request.group_id!r} does not exist")
+        return cp.heartbeat(shard, group, request)
+
+
+def leave_group(
+    coordinator: GroupCoordinator, request: gp.LeaveGroupRequest
+) -> gp.LeaveGroupResponse:
+    if not request.group_id:
+        raise InvalidGroupIdError("a group id must not be empty")
+    shard = coordinator.shard_for(request.group_id)
+    with shard.lock:
+        shard.check_active()
+        group = _classic(shard, request.group_id)
+        if group is None:
+            code = UnknownMemberIdError.code or 25
+            return gp.LeaveGroupResponse(
+                0,
+                [
+                    gp.MemberResponse(m.member_id, m.group_instance_id, code)
+                    for m in request.members
+                ],
+            )
+        return cp.leave_group(shard, group, request)
+
+
+def _join_error(request: gp.JoinGroupRequest, code: int, _message: str) -> gp.JoinGroupResponse:
+    return gp.JoinGroupResponse(code, member_id=request.member_id)
+
+
+def _sync_error(_request: gp.SyncGroupRequest, code: int, _message: str) -> gp.SyncGroupResponse:
+    return gp.SyncGroupResponse(code)
+
+
+def _heartbeat_error(
+    _request: gp.HeartbeatRequest, code: int, _message: str
+) -> gp.HeartbeatResponse:
+    return gp.HeartbeatResponse(code)
+
+
+def _leave_error(_request: gp.LeaveGroupRequest, code: int, _message: str) -> gp.LeaveGroupResponse:
+    return gp.LeaveGroupResponse(code)
+
+
+register_handler(gp.JoinGroupRequest, join_group, _join_error)
+register_handler(gp.SyncGroupRequest, sync_group, _sync_error)
+register_handler(gp.HeartbeatRequest, heartbeat, _heartbeat_error)
+register_handler(gp.LeaveGroupRequest, leave_group, _leave_error)

@@ -1,0 +1,267 @@
+"""The group coordinator of one broker: a shard per ``__consumer_offsets`` partition it leads.
+
+LeaderAndIsr tells it which partitions this broker now leads (:meth:`on_leadership_change`):
+a new leader's shard loads in the background, one partition at a time in order (requests to
+it meanwhile get COORDINATOR_LOAD_IN_PROGRESS); a partition led elsewhere now drops its shard
+(NOT_COORDINATOR, also to members waiting for an answer). Requests are routed by group id to
+the shard of the group's partition (``partitioner.py``).
+
+Offset retention runs here too: every ``offsets.retention.check.interval.ms`` the offsets of
+empty groups older than ``offsets.retention.minutes`` (and of topics no member of a consumer
+group subscribes to) are deleted with tombstones, and empty groups left with no offsets go too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ..errors import (
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    TierlogError,
+    TopicExistsError,
+    error_code_of,
+)
+from ..model import TopicPartition
+from ..server import protocol as p
+from ..server.internal_topics import CONSUMER_OFFSETS_TOPIC
+from . import admin_requests, classic_requests, find_coordinator, offset_requests
+from .dispatch import ROUTES
+from .partitioner import group_partition
+from .retention import expire_offsets
+from .shard import CoordinatorShard, ShardState
+from .timer import Timer
+
+if TYPE_CHECKING:
+    from ..server.broker import Broker
+    from ..server.partition import Partition
+
+log = logging.getLogger(__name__)
+
+#: Handler modules register their requests on import; named so the imports are not unused.
+HANDLER_MODULES = (admin_requests, classic_requests, find_coordinator, offset_requests)
+
+
+class GroupCoordinator:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        self.config = broker.config
+        self.timer = Timer(f"group-coordinator-{self.broker_id}")
+        self._lock = threading.Lock()
+        self._shards: dict[int, CoordinatorShard] = {}
+        self._loader = ThreadPoolExecutor(1, thread_name_prefix=f"group-loader-{self.broker_id}")
+        self._closed = False
+        self._schedule_retention()
+
+    # --- configuration ------------------------------------------------------------------------
+
+    def _int(self, key: str) -> int:
+        return self.config.get_int(key)
+
+    @property
+    def commit_timeout_ms(self) -> int:
+        return self._int("offsets.commit.timeout.ms")
+
+    @property
+    def load_buffer_size(self) -> int:
+        return self._int("offsets.load.buffer.size")
+
+    @property
+    def group_max_size(self) -> int:
+        return self._int("group.max.size")
+
+    @property
+    def initial_rebalance_delay_ms(self) -> int:
+        return self._int("group.initial.rebalance.delay.ms")
+
+    @property
+    def min_session_timeout_ms(self) -> int:
+        return self._int("group.min.session.timeout.ms")
+
+    @property
+    def max_session_timeout_ms(self) -> int:
+        return self._int("group.max.session.timeout.ms")
+
+    @property
+    def offset_metadata_max_bytes(self) -> int:
+        return self._int("offset.metadata.max.bytes")
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self._int("offsets.retention.minutes") * 60_000
+
+    def num_partitions(self) -> int:
+        """Partitions of ``__consumer_offsets``: as created, else as configured."""
+        topic = self.broker.controller.image().topic(CONSUMER_OFFSETS_TOPIC)
+        if topic is not None:
+            return len(topic.partitions)
+        return self._int("offsets.topic.num.partitions")
+
+    def partition_for(self, group_id: str) -> int:
+        return group_partition(group_id, self.num_partitions())
+
+    # --- the broker ---------------------------------------------------------------------------
+
+    def send_internal(self, request: p.ProduceRequest, timeout_ms: int) -> p.ProduceResponse:
+        transport = self.broker.controller.transport
+        return transport.send_internal(self.broker_id, request, timeout_ms=timeout_ms)
+
+    def hosted_partition(self, tp: TopicPartition) -> Partition | None:
+        return self.broker.partition(tp)
+
+    def ensure_offsets_topic(self) -> None:
+        """Creates ``__consumer_offsets`` the first time a group needs it, as Kafka does."""
+        controller = self.broker.controller
+        if controller.image().topic(CONSUMER_OFFSETS_TOPIC) is not None:
+            return
+        live = len(controller.live_brokers())
+        replication = min(self._int("offsets.topic.replication.factor"), max(live, 1))
+        configs = {
+            "cleanup.policy": "compact",
+            "remote.storage.enable": "false",
+            "segment.bytes": str(self._int("offsets.topic.segment.bytes")),
+        }
+        try:
+            controller.create_topic(
+                CONSUMER_OFFSETS_TOPIC,
+                self._int("offsets.topic.num.partitions"),
+                replication,
+                configs,
+                internal=True,
+            )
+            log.info(
+                "broker %d: created %s (replication factor %d)",
+                self.broker_id,
+                CONSUMER_OFFSETS_TOPIC,
+                replication,
+            )
+        except TopicExistsError:
+            pass
+        except TierlogError as err:
+            raise CoordinatorNotAvailableError(
+                f"cannot create {CONSUMER_OFFSETS_TOPIC}: {err}"
+            ) from err
+
+    # --- shards -------------------------------------------------------------------------------
+
+    def shards(self) -> list[CoordinatorShard]:
+        with self._lock:
+            return list(self._shards.values())
+
+    def shard(self, partition: int) -> CoordinatorShard | None:
+        with self._lock:
+            return self._shards.get(partition)
+
+    def shard_for(self, group_id: str) -> CoordinatorShard:
+        """The active shard holding ``group_id``, or the error to answer."""
+        partition = self.partition_for(group_id)
+        shard = self.shard(partition)
+        if shard is None:
+            raise NotCoordinatorError(
+                f"broker {self.broker_id} is not the coordinator of group {group_id!r} "
+                f"({CONSUMER_OFFSETS_TOPIC}-{partition})"
+            )
+        shard.check_active()
+        return shard
+
+    def on_leadership_change(self, leaders: list[Partition], followers: list[Partition]) -> None:
+        """Loads the offsets partitions this broker now leads; drops those it follows."""
+        for partition in followers:
+            if partition.topic_partition.topic == CONSUMER_OFFSETS_TOPIC:
+                self._unload(partition.topic_partition.partition)
+        for partition in leaders:
+            tp = partition.topic_partition
+            if tp.topic != CONSUMER_OFFSETS_TOPIC:
+                continue
+            with self._lock:
+                if self._closed:
+                    return
+                current = self._shards.get(tp.partition)
+                if current is not None and current.leader_epoch == partition.leader_epoch:
+                    continue
+                shard = CoordinatorShard(self, tp.partition, partition.leader_epoch)
+                self._shards[tp.partition] = shard
+            if current is not None:
+                current.close()
+            self._loader.submit(self._load, shard)
+
+    def on_partition_removed(self, tp: TopicPartition) -> None:
+        if tp.topic == CONSUMER_OFFSETS_TOPIC:
+            self._unload(tp.partition)
+
+    def _unload(self, partition: int) -> None:
+        with self._lock:
+            shard = self._shards.pop(partition, None)
+        if shard is not None:
+            log.info("broker %d: unloading %s", self.broker_id, shard.topic_partition)
+            shard.close()
+
+    def _load(self, shard: CoordinatorShard) -> None:
+        try:
+            shard.load()
+            log.info(
+                "broker %d: loaded %s (%d records, %d groups)",
+                self.broker_id,
+                shard.topic_partition,
+                shard.loaded_records,
+                len(shard.groups),
+            )
+        except Exception:
+            log.exception("broker %d: loading %s failed", self.broker_id, shard.topic_partition)
+            with self._lock:
+                if self._shards.get(shard.partition) is shard:
+                    del self._shards[shard.partition]
+            shard.close()
+
+    def wait_loaded(self, timeout_s: float = 30.0) -> bool:
+        """Waits until no shard is loading (for tools and tests)."""
+        future = self._loader.submit(lambda: None)
+        try:
+            future.result(timeout=timeout_s)
+        except Exception:
+            return False
+        return all(s.state is not ShardState.LOADING for s in self.shards())
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            shards = list(self._shards.values())
+            self._shards.clear()
+        for shard in shards:
+            shard.close()
+        self._loader.shutdown(wait=False, cancel_futures=True)
+        self.timer.close()
+
+    # --- requests -----------------------------------------------------------------------------
+
+    def handle(self, request: Any) -> Any:
+        route = ROUTES.get(type(request))
+        if route is None:
+            raise TypeError(f"the group coordinator does not answer {type(request).__name__}")
+        try:
+            return route.handle(self, request)
+        except Exception as err:
+            if not isinstance(err, TierlogError):
+                log.exception("broker %d: %s failed", self.broker_id, type(request).__name__)
+            return route.error(request, error_code_of(err), str(err) or type(err).__name__)
+
+    # --- offset retention ---------------------------------------------------------------------
+
+    def _schedule_retention(self) -> None:
+        self.timer.schedule(
+            ("retention",), self._int("offsets.retention.check.interval.ms"), self._retention
+        )
+
+    def _retention(self) -> None:
+        try:
+            for shard in self.shards():
+                try:
+                    expire_offsets(shard, self.offsets_retention_ms)
+                except TierlogError as err:
+                    log.info("%s: offset expiry deferred: %s", shard, err)
+        finally:
+            self._schedule_retention()
