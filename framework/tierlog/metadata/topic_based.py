@@ -311,12 +311,9 @@ class TopicBasedRemoteLogMetadataManager:
         future = producer.send(
             TOPIC_NAME, encode_event(event), key=event_key(event), partition=target
         )
-        for key in tombstones:
-            # After the event, in order (one idempotent producer): a replay meeting them has
-            # already applied the deletion. One lost only leaves dead records in the topic.
-            producer.send(TOPIC_NAME, None, key=key, partition=target).add_done_callback(
-                _log_lost_tombstone
-            )
+        # After the event, in order (one idempotent producer): a replay meeting them has
+        # already applied the deletion.
+        dead = [producer.send(TOPIC_NAME, None, key=key, partition=target) for key in tombstones]
         deadline = time.monotonic() + timeout_s
         while True:  # short waits, so a broker that starts stopping releases the caller
             try:
@@ -336,6 +333,8 @@ class TopicBasedRemoteLogMetadataManager:
             except TierlogError as err:
                 kind = RetriableRemoteStorageError if err.retriable else RemoteStorageError
                 raise kind(f"publishing remote log metadata of {partition} failed: {err}") from err
+        for tombstone in dead:
+            _await_tombstone(tombstone, max(deadline - time.monotonic(), 0))
         with task.lock:
             assigned = task.assigned(partition)
         if assigned:
@@ -477,12 +476,15 @@ class TopicBasedRemoteLogMetadataManager:
         task.remove_assignments(partitions)
 
 
-def _log_lost_tombstone(future: Future[Any]) -> None:
-    error = future.exception()
-    if error is not None:
+def _await_tombstone(future: Future[Any], timeout_s: float) -> None:
+    """A lost tombstone only leaves dead records in the topic (replays skip them): logged, and
+    the write it follows still succeeds."""
+    try:
+        future.result(timeout=timeout_s)
+    except (FutureTimeoutError, TierlogError) as err:
         log.warning(
-            "a tombstone for deleted remote log metadata was not written (%s): the deleted "
-            "records it stood for stay in %s (replays skip them)",
-            error,
+            "a tombstone for deleted remote log metadata was not written (%s): the records it "
+            "stood for stay in %s",
+            err or "not acknowledged in time",
             TOPIC_NAME,
         )
