@@ -129,7 +129,8 @@ def test_the_cleaned_topic_replays_only_the_live_segments(tmp_path: Path) -> Non
             while plog.segments()[-1].base_offset == dirty_from:
                 done = segments.upload(0, 9, partition=OTHER_TIP)
                 segments.move(done, DELETE_STARTED, DELETE_FINISHED)
-            wait_until(lambda d=dirty_from: (plog.cleaner_checkpoint or 0) >= d, "a cleaning", 60)
+            rolled = plog.segments()[-1].base_offset
+            wait_until(lambda r=rolled: (plog.cleaner_checkpoint or 0) >= r, "a cleaning", 60)
         records = _records(cluster)
         clean_below = plog.cleaner_checkpoint or 0
     assert len(records) < written / 4
@@ -137,6 +138,8 @@ def test_the_cleaned_topic_replays_only_the_live_segments(tmp_path: Path) -> Non
     described = {decode_event(v).topic_id_partition for _, _, v in cleaned if v is not None}
     assert described <= {TIP}, "only the live segments of TIP are left in the cleaned part"
     assert sum(v is not None for _, _, v in cleaned) <= 2 * len(live)
+    emptied = empty_later.topic_id.value
+    assert not [k for _, k, _ in cleaned if k and k[1:17] == emptied], "its tombstones went too"
 
     (tmp_path / "data" / "broker-0" / "logs" / CHECKPOINT_FILE_NAME).unlink()
     with EmbeddedCluster(1, tmp_path / "data", settings) as cluster:
