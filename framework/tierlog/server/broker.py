@@ -43,6 +43,7 @@ from ..errors import (
     error_code_of,
 )
 from ..groups import GroupCoordinator
+from ..groups.lag import ConsumerLagMetrics
 from ..groups.protocol import GroupRequest
 from ..host import PluginHost
 from ..log import DirectoryLock, LogConfig, PartitionLog, files
@@ -131,6 +132,8 @@ class Broker:
         self.remote_log_manager: RemoteLogManager | None = None
         #: Consumer groups and their offsets (``tierlog.groups``); None until started.
         self.group_coordinator: GroupCoordinator | None = None
+        #: Lag per group and partition as metrics (``tierlog.groups.lag``); None until started.
+        self.consumer_lag: ConsumerLagMetrics | None = None
         self._tasks = BackgroundTasks(self)
         #: Compacts the hosted logs whose cleanup.policy includes compact; None until started.
         self.log_cleaner: LogCleaner | None = None
@@ -234,6 +237,8 @@ class Broker:
                 )
                 self.replica_fetcher_manager.remote_log_manager = self.remote_log_manager
             self.group_coordinator = GroupCoordinator(self)
+            self.consumer_lag = ConsumerLagMetrics(self.group_coordinator, self.plugin_host.metrics)
+            self.consumer_lag.start()
             self._tasks.start()
             self._start_log_cleaner()
             self._unsubscribe.append(self.controller.subscribe(self._on_metadata))
@@ -264,6 +269,8 @@ class Broker:
             # While leaderships are still ours and metadata can still be published.
             self.remote_log_manager.stop_copying(COPY_DRAIN_TIMEOUT_S if clean else 0.0)
         self._set_state(BrokerState.SHUTTING_DOWN)
+        if self.consumer_lag is not None:
+            self.consumer_lag.close()
         if self.group_coordinator is not None:
             self.group_coordinator.shutdown()
         for remove in self._unsubscribe:
