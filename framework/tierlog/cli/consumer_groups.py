@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,6 +33,9 @@ __all__ = [
     "parse_topic_scope",
 ]
 
+#: How long a retriable error (a coordinator loading or moving) is retried.
+_RETRY_S = 15.0
+_RETRIABLE = ("CoordinatorLoadInProgress", "CoordinatorNotAvailable", "NotCoordinator")
 #: What DescribeGroups answers for a group the coordinator does not know.
 DEAD = "Dead"
 _INACTIVE = ("Empty", DEAD)
@@ -145,10 +149,14 @@ class ConsumerGroups:
         self.close()
 
     def _call(self, what: str, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except self._kafka_error as err:
-            raise GroupsToolError(f"{what} failed: {_reason(err)}") from None
+        deadline = time.monotonic() + _RETRY_S
+        while True:
+            try:
+                return fn(*args)
+            except self._kafka_error as err:
+                if not getattr(err, "retriable", False) or time.monotonic() > deadline:
+                    raise GroupsToolError(f"{what} failed: {_reason(err)}") from None
+            time.sleep(0.2)
 
     # --- list ---------------------------------------------------------------------------------
 
@@ -159,17 +167,29 @@ class ConsumerGroups:
 
     # --- describe -----------------------------------------------------------------------------
 
+    def _described(self, group: str) -> Mapping[str, Any]:
+        """DescribeGroups for one group; a coordinator still loading or moving is asked again
+        for a while, as Kafka's admin client does."""
+        deadline = time.monotonic() + _RETRY_S
+        while True:
+            described = self._call("describing the group", self._admin.describe_groups, [group])
+            info: Mapping[str, Any] = described[group]
+            error = info.get("error")
+            if not error:
+                return info
+            if not any(name in str(error) for name in _RETRIABLE) or time.monotonic() > deadline:
+                raise GroupsToolError(f"describing group {group!r} failed: {error}")
+            time.sleep(0.2)
+
     def state(self, group: str) -> str:
-        described = self._call("describing the group", self._admin.describe_groups, [group])
-        return str(described[group]["group_state"])
+        return str(self._described(group)["group_state"])
 
     def describe(self, group: str) -> GroupDescription:
         """Members, their assignments and every committed offset with its log end and lag.
 
         :raises GroupsToolError: the group does not exist.
         """
-        described = self._call("describing the group", self._admin.describe_groups, [group])
-        info = described[group]
+        info = self._described(group)
         committed = self.committed(group)
         if info["group_state"] == DEAD and not committed:
             raise GroupsToolError(f"consumer group {group!r} does not exist")
