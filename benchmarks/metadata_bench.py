@@ -276,7 +276,7 @@ def _cleaned_restart(
     work: Path, partitions: list[Any], segments: int, cycles: int, segment_bytes: int
 ) -> tuple[float, int, int]:
     """Seconds to ready after a cold restart of a cleaned topic holding ``cycles`` generations;
-    also the records published and the records left."""
+    also the records published and the (records, batches) left."""
     from tierlog.cluster import EmbeddedCluster
 
     with EmbeddedCluster(1, work / "data", _settings(work)) as cluster:
@@ -294,16 +294,19 @@ def _cleaned_restart(
         published = _publish_cycles(cluster, partitions, segments, cycles)
         _clean(cluster)
         broker = cluster.broker(0)
-        left = 0
+        left = [0, 0]
         for mp in range(N_METADATA_PARTITIONS):
             plog = broker.partition(_metadata_tp(mp)).log
-            left += sum(_count_records(info) for info in plog.segments())
+            for info in plog.segments():
+                records, batches = _count_records(info)
+                left[0] += records
+                left[1] += batches
     times = []
     for _ in range(3):  # the median of three cold restarts
         checkpoint = work / "data" / "broker-0" / "logs" / "remote-log-metadata.checkpoint"
         checkpoint.unlink(missing_ok=True)
         times.append(_time_to_ready(work, partitions))
-    return sorted(times)[1], published, left
+    return sorted(times)[1], published, (left[0], left[1])
 
 
 def _metadata_tp(mp: int) -> Any:
@@ -312,12 +315,15 @@ def _metadata_tp(mp: int) -> Any:
     return TopicPartition("__remote_log_metadata", mp)
 
 
-def _count_records(info: Any) -> int:
+def _count_records(info: Any) -> tuple[int, int]:
+    """Records and batches of one segment file."""
     from tierlog.records import iter_batches
 
-    return sum(
-        sum(1 for _ in batch.records()) for batch in iter_batches(info.log_path.read_bytes())
-    )
+    records = batches = 0
+    for batch in iter_batches(info.log_path.read_bytes()):
+        batches += 1
+        records += sum(1 for _ in batch.records())
+    return records, batches
 
 
 def run(quick: bool) -> list[dict[str, Any]]:
@@ -359,8 +365,9 @@ def run(quick: bool) -> list[dict[str, Any]]:
     (one, _, left_one), (ten, published, left_ten) = bounded
     ratio_row = _row(
         f"metadata ready after restart, cleaned topic, {count:,} partitions x {segments} live "
-        f"segments after 10 retention cycles ({published:,} records published, {left_ten:,} "
-        f"left; one cycle leaves {left_one:,})",
+        f"segments after 10 retention cycles ({published:,} records published, "
+        f"{left_ten[0]:,} left in {left_ten[1]:,} batches; one cycle leaves {left_one[0]:,} "
+        f"in {left_one[1]:,})",
         ten,
         one,
         1.5,
