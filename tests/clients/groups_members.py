@@ -28,8 +28,13 @@ HEARTBEAT_MS = 300
 class Member:
     """A subscribed consumer of ``library`` polling ``topic`` for ``group`` until stopped."""
 
-    def __init__(self, library: str, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(
+        self, library: str, bootstrap: str, group: str, topic: str, **settings: object
+    ) -> None:
+        """``settings``: more of the library's own consumer settings (librdkafka's names for
+        confluent-kafka, keyword arguments for the others)."""
         self.library = library
+        self.settings = settings
         self.bootstrap, self.group, self.topic = bootstrap, group, topic
         self.read: list[tuple[int, int, bytes]] = []
         self.assignment: frozenset[int] = frozenset()
@@ -88,6 +93,7 @@ class Member:
                 "session.timeout.ms": SESSION_MS,
                 "heartbeat.interval.ms": HEARTBEAT_MS,
                 "topic.metadata.refresh.interval.ms": 1000,
+                **self.settings,
             }
         )
         consumer.subscribe([self.topic])
@@ -117,6 +123,7 @@ class Member:
             enable_auto_commit=False,
             session_timeout_ms=SESSION_MS,
             heartbeat_interval_ms=HEARTBEAT_MS,
+            **self.settings,
         )
         try:
             while not self._stop.is_set():
@@ -140,6 +147,7 @@ class Member:
             enable_auto_commit=False,
             session_timeout_ms=SESSION_MS,
             heartbeat_interval_ms=HEARTBEAT_MS,
+            **self.settings,
         )
         await consumer.start()
         try:

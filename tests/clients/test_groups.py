@@ -3,6 +3,8 @@ with each library, and a group of all three rebalancing on join, leave and a kil
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,3 +166,67 @@ def test_offsets_survive_a_coordinator_failover(tmp_path: Path) -> None:
 
 def _none() -> object:
     raise AssertionError("a broker without a group coordinator")
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_as_a_group_member_commits_where_it_stopped(cluster: EmbeddedCluster) -> None:
+    topic = "kcat-group"
+    create_topic(cluster, topic, 3)
+    bootstrap = cluster.bootstrap_servers
+    first = _produce(bootstrap, topic, 6, 3, "first")
+
+    def kcat_group(count: int) -> set[bytes]:
+        done = subprocess.run(
+            [
+                "kcat",
+                "-b",
+                bootstrap,
+                "-G",
+                "kcat-readers",
+                "-X",
+                "auto.offset.reset=earliest",
+                "-c",
+                str(count),
+                "-f",
+                "%s\\n",
+                topic,
+            ],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return set(done.stdout.split())
+
+    assert kcat_group(6) == first
+    second = _produce(bootstrap, topic, 3, 3, "second")
+    assert kcat_group(3) == second  # from the offsets committed as it closed
+
+
+def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
+    cluster: EmbeddedCluster,
+) -> None:
+    topic, group, partitions = "static", "static-group", 4
+    create_topic(cluster, topic, partitions)
+    bootstrap = cluster.bootstrap_servers
+    generations = GenerationLog(cluster, group, topic)
+    static = {"group.instance.id": "reader-1", "session.timeout.ms": 6000}
+    first = Member("confluent-kafka", bootstrap, group, topic, **static)
+    other = Member("confluent-kafka", bootstrap, group, topic)
+    try:
+        wait_for(lambda: split_evenly([first.assignment, other.assignment], partitions), "two")
+        wait_for(
+            lambda: any(len(owners) == 2 for owners in generations.generations.values()),
+            "the coordinator's generation of two",
+        )
+        settled = max(generations.generations)
+        kept = first.assignment
+        first.stop()  # a static member closing does not leave the group (KIP-345)
+        back = Member("confluent-kafka", bootstrap, group, topic, **static)
+        wait_for(lambda: back.assignment == kept, "the same partitions again")
+        assert other.assignment == set(range(partitions)) - kept
+        back.stop()
+    finally:
+        other.stop()
+        seen = generations.stop()
+    assert max(seen) == settled  # no rebalance while it was away and back

@@ -138,6 +138,15 @@ def test_static_member_rejoins_without_a_rebalance(client: GroupClient) -> None:
     assert rejoined.generation_id == generation  # no rebalance
     assert rejoined.member_id != member and rejoined.member_id.startswith("host-1-")
     assert rejoined.skip_assignment  # the leader keeps the assignment it had
+    assert [m.member_id for m in rejoined.members] == [rejoined.member_id]
+    # Before v9 a rejoining static leader is named no leader, so it does not assign again.
+    older = client.join("static", instance="host-1", version=8)
+    assert (older.error_code, older.generation_id) == (NONE, generation)
+    assert (older.leader, older.members) == (rejoined.member_id, [])
+    assert client.heartbeat("static", generation, rejoined.member_id, instance="host-1") == (
+        FENCED_INSTANCE_ID
+    )
+    rejoined = older
     assert client.heartbeat("static", generation, member, instance="host-1") == (FENCED_INSTANCE_ID)
     assert client.heartbeat("static", generation, rejoined.member_id, instance="host-1") == NONE
     codes = client.leave("static", (member, "host-1")).members
@@ -167,6 +176,7 @@ def test_leave_many_members_at_once(cluster: EmbeddedCluster) -> None:
 
 
 def test_leave_before_version_3_answers_at_the_top(client: GroupClient) -> None:
+    assert client.leave("nothing", ("ghost", None)).error_code == UNKNOWN_MEMBER_ID
     member, _ = _stable_one(client, "g")
     assert client.leave("g", ("ghost", None), version=1).error_code == UNKNOWN_MEMBER_ID
     assert client.leave("g", (member, None), version=1).error_code == NONE
@@ -185,3 +195,57 @@ def test_list_describe_and_filter_by_state(client: GroupClient) -> None:
     unknown, busy = client.describe("unknown", "busy")
     assert (unknown.error_code, unknown.group_state, unknown.members) == (NONE, "Dead", [])
     assert busy.group_state == "Stable"
+    unknown, busy = client.describe("unknown", "busy", version=6)
+    assert (unknown.error_code, unknown.group_state) == (69, "Dead")  # GROUP_ID_NOT_FOUND
+    assert "does not exist" in unknown.error_message
+    assert (busy.error_code, busy.group_state) == (NONE, "Stable")
+
+
+def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped(
+    cluster: EmbeddedCluster,
+) -> None:
+    with connect(cluster) as a, connect(cluster) as b, ThreadPoolExecutor(1) as pool:
+        a_id, gen = _stable_one(a, "g", rebalance_ms=300)
+        b_first = b.join("g", rebalance_ms=300)
+        b_join = pool.submit(b.join, "g", b_first.member_id, rebalance_ms=300)
+        # a is told to rejoin and never does: the rebalance completes without it.
+        assert a.heartbeat("g", gen, a_id) in (NONE, REBALANCE_IN_PROGRESS)
+        joined = b_join.result(timeout=10)
+        assert (joined.error_code, joined.generation_id) == (NONE, gen + 1)
+        assert joined.leader == b_first.member_id
+        assert [m.member_id for m in joined.members] == [b_first.member_id]
+        assert a.heartbeat("g", gen, a_id) == UNKNOWN_MEMBER_ID
+
+
+def test_followers_are_dropped_when_the_leader_never_assigns(cluster: EmbeddedCluster) -> None:
+    with connect(cluster) as a, connect(cluster) as b, ThreadPoolExecutor(1) as pool:
+        a_id, gen = _stable_one(a, "g", rebalance_ms=300)
+        b_id = b.join("g", rebalance_ms=300).member_id
+        b_join = pool.submit(b.join, "g", b_id, rebalance_ms=300)
+        led = a.join("g", a_id, rebalance_ms=300)
+        assert (led.leader, led.generation_id) == (a_id, gen + 1)
+        assert b_join.result(timeout=10).generation_id == gen + 1
+        # The follower syncs; the leader never does: past the rebalance timeout the leader is
+        # dropped and the waiting follower told to rejoin, which it then does alone.
+        assert b.sync("g", gen + 1, b_id).error_code == REBALANCE_IN_PROGRESS
+        rejoined = b.join("g", b_id, rebalance_ms=300)
+        assert [m.member_id for m in rejoined.members] == [b_id]
+        assert rejoined.generation_id == gen + 2
+        assert a.heartbeat("g", gen + 1, a_id) == UNKNOWN_MEMBER_ID
+
+
+def test_a_follower_that_never_syncs_is_dropped(cluster: EmbeddedCluster) -> None:
+    with connect(cluster) as a, connect(cluster) as b, ThreadPoolExecutor(1) as pool:
+        a_id, gen = _stable_one(a, "g", rebalance_ms=300, session_ms=10_000)
+        b_id = b.join("g", rebalance_ms=300, session_ms=10_000).member_id
+        b_join = pool.submit(b.join, "g", b_id, rebalance_ms=300, session_ms=10_000)
+        a.join("g", a_id, rebalance_ms=300, session_ms=10_000)
+        assert b_join.result(timeout=10).generation_id == gen + 1
+        assert a.sync(
+            "g", gen + 1, a_id, {a_id: {"t": [0, 1]}, b_id: {"t": [2, 3]}}
+        ).error_code == (NONE)
+        # b heartbeats but never syncs: at the rebalance timeout it is dropped.
+        wait_until(lambda: b.heartbeat("g", gen + 1, b_id) == UNKNOWN_MEMBER_ID, "b dropped")
+        assert a.heartbeat("g", gen + 1, a_id) == REBALANCE_IN_PROGRESS
+        rejoined = a.join("g", a_id, rebalance_ms=300, session_ms=10_000)
+        assert [m.member_id for m in rejoined.members] == [a_id]

@@ -7,7 +7,9 @@ from collections.abc import Callable
 
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups import GroupCoordinator
+from tierlog.log.results import FetchIsolation
 from tierlog.model import TopicPartition
+from tierlog.records import iter_batches
 from tierlog.server.internal_topics import CONSUMER_OFFSETS_TOPIC
 
 from .conftest import connect, groups_ready, wait_until
@@ -85,3 +87,30 @@ def test_committed_offsets_move_with_the_coordinator(
     assert _coordinator(cluster, leader).wait_loaded()
     with connect(cluster, leader) as client:
         assert client.fetch_offsets("g")[1] == {("t", 0): (42, "", NONE), ("t", 2): (7, "", NONE)}
+
+
+def test_the_partition_holds_kafkas_records(cluster: EmbeddedCluster) -> None:
+    """What a commit and a sync wrote, read back from the log of the group's partition."""
+    with connect(cluster) as client:
+        joined = client.join_twice("formats")
+        client.sync("formats", 1, joined.member_id, {joined.member_id: {"t": [0]}})
+        client.commit("formats", {("t", 0): 99}, generation=1, member_id=joined.member_id)
+    coordinator = _coordinator(cluster, 0)
+    tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, coordinator.partition_for("formats"))
+    replica = cluster.broker(0).partition(tp)
+    assert replica is not None
+    data = replica.log.read(0, 1 << 20, FetchIsolation.HIGH_WATERMARK).records
+    records = [(r.key, r.value) for b in iter_batches(data) for r in b]
+    group_key = b"\x00\x02\x00\x07formats"
+    offset_key = b"\x00\x01\x00\x07formats\x00\x01t\x00\x00\x00\x00"
+    group_values = [v for k, v in records if k == group_key]
+    offset_values = [v for k, v in records if k == offset_key]
+    assert group_values and offset_values
+    # GroupMetadataValue v3: "consumer", generation 1, "range", the leader, then one member.
+    assert group_values[-1] is not None
+    assert group_values[-1].startswith(b"\x00\x03\x00\x08consumer\x00\x00\x00\x01\x00\x05range")
+    # OffsetCommitValue v3: offset 99, leader epoch -1, metadata "".
+    assert offset_values[-1] is not None
+    assert (
+        offset_values[-1][:16] == b"\x00\x03" + (99).to_bytes(8, "big") + b"\xff" * 4 + b"\x00\x00"
+    )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from tierlog.client import Admin
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups import GroupCoordinator
 from tierlog.groups.classic_group import now_ms
 from tierlog.groups.retention import expire_offsets
 
-from .conftest import GroupClient, connect
+from .conftest import GroupClient, connect, create_topic, wait_until
 
 NONE = 0
 OFFSET_METADATA_TOO_LARGE = 12
@@ -55,6 +56,9 @@ def test_commit_refusals_per_partition(client: GroupClient) -> None:
     assert codes == {("t", 1): OFFSET_METADATA_TOO_LARGE}
     assert client.commit("g", {("t", 1): 1}, metadata="x" * 4096) == {("t", 1): NONE}
     assert client.commit("none-such", {("t", 0): 1}, generation=3, member_id="m") == {
+        ("t", 0): GROUP_ID_NOT_FOUND
+    }
+    assert client.commit("none-such", {("t", 0): 1}, generation=3, member_id="m", version=8) == {
         ("t", 0): ILLEGAL_GENERATION
     }
 
@@ -137,6 +141,8 @@ def test_groups_and_offsets_survive_a_restart(cluster: EmbeddedCluster, clean: b
         assert client.fetch_offsets("g")[1] == {("t", 0): (11, "", NONE), ("t", 3): (33, "", NONE)}
         assert client.fetch_offsets("s")[1] == {("t", 1): (5, "", NONE)}
         assert client.fetch_offsets("gone") == (NONE, {})
+        listed = {g.group_id: g.group_state for g in client.list_groups().groups}
+        assert listed == {"g": "Stable", "s": "Empty"}
         (described,) = client.describe("g")
         assert (described.group_state, [m.member_id for m in described.members]) == (
             "Stable",
@@ -147,3 +153,51 @@ def test_groups_and_offsets_survive_a_restart(cluster: EmbeddedCluster, clean: b
         assert client.commit("g", {("t", 0): 12}, generation=generation, member_id=member) == {
             ("t", 0): NONE
         }
+
+
+def test_the_coordinator_lists_committed_offsets_per_group(
+    cluster: EmbeddedCluster, client: GroupClient
+) -> None:
+    client.commit("a", {("t", 0): 3, ("t", 1): 4}, metadata="x")
+    client.commit("b", {("t", 2): 5})
+    offsets = _coordinator(cluster).committed_offsets()
+    assert {g: {tp.partition: c.offset for tp, c in o.items()} for g, o in offsets.items()} == {
+        "a": {0: 3, 1: 4},
+        "b": {2: 5},
+    }
+    assert offsets["a"][next(iter(offsets["a"]))].metadata == "x"
+
+
+def test_coordinator_metrics(cluster: EmbeddedCluster, client: GroupClient) -> None:
+    group = "group-coordinator-metrics"
+
+    def count(name: str) -> int:
+        value = cluster.metric(0, group, name)
+        assert isinstance(value, dict)
+        return int(value["count"])
+
+    member, generation = _member(client, "m")
+    client.commit("m", {("t", 0): 1, ("t", 1): 1}, generation=generation, member_id=member)
+    client.commit("s", {("t", 2): 1})
+    assert cluster.metric(0, group, "group-count", protocol="classic") == 2
+    assert cluster.metric(0, group, "offset-count") == 3
+    assert count("offset-commit-rate") == 3
+    assert count("group-completed-rebalance-rate") == 1
+    client.leave("m", (member, None))
+    assert client.delete_groups("m") == {"m": NONE}
+    assert count("offset-deletion-rate") == 2
+    assert cluster.metric(0, group, "offset-count") == 1
+    assert cluster.metric(0, group, "group-count", protocol="classic") == 1
+
+
+def test_offsets_of_a_deleted_topic_are_deleted(
+    cluster: EmbeddedCluster, client: GroupClient
+) -> None:
+    create_topic(cluster, "doomed", 2)
+    client.commit("g", {("doomed", 0): 5, ("doomed", 1): 6, ("t", 0): 7})
+    Admin(cluster.transport).delete_topics(["doomed"])
+    wait_until(lambda: client.fetch_offsets("g")[1] == {("t", 0): (7, "", NONE)}, "the deletion")
+    cluster.restart_broker(0)  # tombstones: the deletion holds
+    assert _coordinator(cluster).wait_loaded()
+    with connect(cluster) as again:
+        assert again.fetch_offsets("g")[1] == {("t", 0): (7, "", NONE)}

@@ -127,6 +127,12 @@ def test_producer_state_survives_compaction_and_a_restart(
     # Only producer 5's last batch is left, emptied: it holds the last sequence.
     assert [(b.base_sequence, b.records_count) for b in batches] == [(5, 0)]
     assert entries(log) == [(6, b"same", b"other")]
+    # A follower copying the cleaned log takes the emptied batch and the producer with it.
+    follower = make_log(tmp_path / "follower" / "t-0", COMPACTED, clock)
+    follower.append_as_follower(log.read(0, 1 << 20).records)
+    assert entries(follower) == entries(log)
+    last = follower.producer_state_manager.last_entry(5)
+    assert last is not None and last.last_seq == 5
     log.close()
     reopened = PartitionLog.open(directory, COMPACTED, clock=clock)
     try:

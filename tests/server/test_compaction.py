@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from tierlog.cluster import EmbeddedCluster
-from tierlog.log import PartitionLog
+from tierlog.log import PartitionLog, iter_log_batches
 from tierlog.model import TopicPartition
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -18,6 +18,7 @@ admin_module = pytest.importorskip("confluent_kafka.admin")
 TOPIC = "compacted"
 KEYS = 20
 ROUNDS = 25
+PLAIN_ROUNDS = 5
 
 
 def _wait(condition: object, what: str, timeout: float = 60.0) -> None:
@@ -67,7 +68,11 @@ def test_a_compacted_topic_is_cleaned_on_every_replica_and_read_back(
         },
     )
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0}
+        {
+            "bootstrap.servers": cluster.bootstrap_servers,
+            "enable.idempotence": True,
+            "linger.ms": 0,
+        }
     )
     latest: dict[bytes, bytes | None] = {}
     for r in range(ROUNDS):
@@ -78,7 +83,17 @@ def test_a_compacted_topic_is_cleaned_on_every_replica_and_read_back(
             latest[key] = value
         producer.flush(30)
     del producer
-    produced = KEYS * ROUNDS
+    # A second producer overwrites every key: the first one's last batch is kept only for its
+    # producer state, emptied, and consumers must read across it.
+    plain = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    for r in range(PLAIN_ROUNDS):  # enough to roll the segment past the first one's batches
+        for k in range(KEYS):
+            key = f"key-{k}".encode()
+            latest[key] = f"plain-{r}".encode() * 4 if k != 3 else None
+            plain.produce(TOPIC, key=key, value=latest[key], partition=0)
+        plain.flush(30)
+    del plain
+    produced = KEYS * (ROUNDS + PLAIN_ROUNDS)
     replicas = _replicas(cluster)
     assert len(replicas) == 3
     _wait(lambda: all(log.log_end_offset == produced for log in replicas), "replication")
@@ -88,6 +103,8 @@ def test_a_compacted_topic_is_cleaned_on_every_replica_and_read_back(
             f"the cleaner of {log.directory}",
         )
         assert log.size < produced * 60
+        emptied = [b for b in iter_log_batches(log) if b.records_count == 0]
+        assert [b.has_producer_id for b in emptied] == [True]
 
     consumer = confluent_kafka.Consumer(
         {
@@ -132,3 +149,13 @@ def test_tiering_a_compacted_topic_is_refused_with_invalid_config(
     assert error.code() == confluent_kafka.KafkaError.INVALID_CONFIG  # type: ignore[attr-defined]
     message = error.str()  # type: ignore[attr-defined]
     assert "remote.storage.enable" in message and "cleanup.policy" in message
+
+
+def test_log_cleaner_threads_follow_the_dynamic_setting(cluster: EmbeddedCluster) -> None:
+    broker = cluster.broker(cluster.broker_ids[0])
+    cleaner = broker.log_cleaner
+    assert cleaner is not None and cleaner.thread_count == 1
+    broker.config.update({"log.cleaner.threads": 3})
+    assert cleaner.thread_count == 3
+    broker.config.update({"log.cleaner.threads": 0})
+    assert cleaner.thread_count == 0

@@ -6,6 +6,14 @@ keeps a :class:`CoordinatorShard` for each partition this broker leads, loads it
 leader and drops it on losing leadership. The classic protocol (JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup) runs on :class:`ClassicGroup`; offsets, listing, describing and deleting
 work for every group type through the :class:`Group` base.
+
+Another group type plugs in at five points: its requests derive from
+``protocol.GroupRequest`` and register with ``dispatch.register_handler`` (the broker hands
+every ``GroupRequest`` to the coordinator); its groups derive from :class:`Group` and live in
+``CoordinatorShard.groups`` beside classic ones; its records use their own key versions, replayed
+through ``shard.register_replayer`` at load (``shard.register_load_hook`` arms timers after);
+its writes go through ``CoordinatorShard.append`` (acks=all, answered once committed); its
+timeouts through ``CoordinatorShard.schedule``.
 """
 
 from __future__ import annotations

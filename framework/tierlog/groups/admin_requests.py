@@ -2,7 +2,8 @@
 
 ListGroups answers for the shards this broker leads (an admin client asks every broker);
 while one of them loads it answers COORDINATOR_LOAD_IN_PROGRESS with the groups it has.
-DescribeGroups shows an unknown group as Dead with no members, as Kafka does before v6.
+DescribeGroups answers an unknown group GROUP_ID_NOT_FOUND (Kafka 4; the wire front end shows
+it to clients before v6 as Dead with no members and no error, as Kafka did).
 DeleteGroups removes a group with no members and all its offsets (tombstones for each).
 """
 
@@ -70,11 +71,13 @@ def _describe(coordinator: GroupCoordinator, group_id: str) -> gp.DescribedGroup
         with shard.lock:
             shard.check_active()
             group = shard.groups.get(group_id)
-            if group is None:
-                return gp.DescribedGroup(group_id, group_state=GroupState.DEAD.value)
+            if group is None or group.is_dead():
+                raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
             return group.describe()
     except TierlogError as err:
-        return gp.DescribedGroup(group_id, error_code_of(err), error_message=str(err))
+        return gp.DescribedGroup(
+            group_id, error_code_of(err), group_state=GroupState.DEAD.value, error_message=str(err)
+        )
 
 
 def delete_groups(
@@ -104,7 +107,9 @@ def _delete(coordinator: GroupCoordinator, group_id: str) -> int:
             if group is not None:
                 records += group.tombstones()
             shard.append(records)
-            shard.offsets.remove_group(group_id)
+            deleted = shard.offsets.remove_group(group_id)
+            if coordinator.metrics is not None:
+                coordinator.metrics.offset_deletions.mark(len(deleted))
             removed = shard.groups.pop(group_id, None)
             if removed is not None:
                 removed.close(GroupIdNotFoundError.code or 69)

@@ -50,7 +50,6 @@ class ClassicMember:
     assignment: bytes = b""
     awaiting_join: Future[gp.JoinGroupResponse] | None = None
     awaiting_sync: Future[gp.SyncGroupResponse] | None = None
-    is_new: bool = False
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -80,6 +79,8 @@ class ClassicGroup(Group):
         self.members: dict[str, ClassicMember] = {}
         #: Member ids handed out with MEMBER_ID_REQUIRED and not yet used to join (KIP-394).
         self.pending_members: set[str] = set()
+        #: Members of the current generation that have not sent SyncGroup yet.
+        self.pending_sync: set[str] = set()
         #: group.instance.id -> member id (KIP-345).
         self.static_members: dict[str, str] = {}
         #: True while the first rebalance of an empty group waits out the initial delay.
@@ -127,23 +128,28 @@ class ClassicGroup(Group):
     def validate_offset_commit(
         self, member_id: str, group_instance_id: str | None, generation_or_epoch: int
     ) -> None:
-        """Kafka's rules: a simple commit (generation -1) only to an empty group; otherwise
-        the member must belong to the current generation, and not during CompletingRebalance
-        (its assignment may be about to change)."""
+        """Kafka's rules: a simple commit (generation -1, no member) only to an empty group;
+        otherwise the member must belong to the current generation, and not while the group
+        completes a rebalance (its assignment may be about to change)."""
         if self.is_dead():
             raise CoordinatorNotAvailableError(f"group {self.group_id} is being removed")
         if generation_or_epoch < 0 and self.is_empty():
             return
+        if generation_or_epoch >= 0 or member_id or group_instance_id is not None:
+            self.check_static(member_id, group_instance_id)
+            if member_id not in self.members:
+                raise UnknownMemberIdError(f"member {member_id!r} is not in group {self.group_id}")
+            if generation_or_epoch != self.generation_id:
+                raise IllegalGenerationError(
+                    f"generation {generation_or_epoch} of group {self.group_id} is not the "
+                    f"current one ({self.generation_id})"
+                )
+        elif not self.is_empty():
+            raise UnknownMemberIdError(
+                f"group {self.group_id} has members: a commit without a member id is refused"
+            )
         if self.state is GroupState.COMPLETING_REBALANCE:
             raise RebalanceInProgressError(f"group {self.group_id} is rebalancing")
-        self.check_static(member_id, group_instance_id)
-        if member_id not in self.members:
-            raise UnknownMemberIdError(f"member {member_id!r} is not in group {self.group_id}")
-        if generation_or_epoch != self.generation_id:
-            raise IllegalGenerationError(
-                f"generation {generation_or_epoch} of group {self.group_id} is not the current "
-                f"one ({self.generation_id})"
-            )
 
     def check_static(self, member_id: str, group_instance_id: str | None) -> None:
         """FENCED_INSTANCE_ID if another member now holds ``group_instance_id``."""
@@ -200,12 +206,12 @@ class ClassicGroup(Group):
         self.members[member.member_id] = member
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        self.new_member_added = True
 
     def remove_member(self, member_id: str) -> ClassicMember | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.pending_sync.discard(member_id)
         instance = member.group_instance_id
         if instance is not None and self.static_members.get(instance) == member_id:
             del self.static_members[instance]
@@ -226,6 +232,9 @@ class ClassicGroup(Group):
         member.awaiting_join = member.awaiting_sync = None
         member.member_id = new_id
         self.members[new_id] = member
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         self.static_members[instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
@@ -315,7 +324,6 @@ class ClassicGroup(Group):
                 )
             )
         group.leader_id = value.leader if value.leader in group.members else group.leader_id
-        group.new_member_added = False
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         if value.current_state_timestamp >= 0:
             group.state_timestamp = value.current_state_timestamp

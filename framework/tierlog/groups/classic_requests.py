@@ -109,14 +109,7 @@ def leave_group(
         shard.check_active()
         group = _classic(shard, request.group_id)
         if group is None:
-            code = UnknownMemberIdError.code or 25
-            return gp.LeaveGroupResponse(
-                0,
-                [
-                    gp.MemberResponse(m.member_id, m.group_instance_id, code)
-                    for m in request.members
-                ],
-            )
+            raise UnknownMemberIdError(f"group {request.group_id!r} does not exist")
         return cp.leave_group(shard, group, request)
 
 

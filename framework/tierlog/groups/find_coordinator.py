@@ -65,10 +65,4 @@ def _all(request: gp.FindCoordinatorRequest, code: int, message: str) -> gp.Find
     )
 
 
-def _error(
-    request: gp.FindCoordinatorRequest, code: int, message: str
-) -> gp.FindCoordinatorResponse:
-    return _all(request, code, message)
-
-
-register_handler(gp.FindCoordinatorRequest, find_coordinator, _error)
+register_handler(gp.FindCoordinatorRequest, find_coordinator, _all)

@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from .runtime import GroupCoordinator
 
 NONE = 0
+#: From OffsetCommit v9 a commit to a group that does not exist gets GROUP_ID_NOT_FOUND
+#: (before: ILLEGAL_GENERATION).
+_GROUP_ID_NOT_FOUND_VERSION = 9
 
 # --- OffsetCommit ----------------------------------------------------------------------------
 
@@ -56,6 +59,8 @@ def offset_commit(
         group = shard.groups.get(request.group_id)
         if group is None:
             if request.generation_id_or_member_epoch >= 0:
+                if request.api_version >= _GROUP_ID_NOT_FOUND_VERSION:
+                    raise GroupIdNotFoundError(f"group {request.group_id!r} does not exist")
                 raise IllegalGenerationError(
                     f"group {request.group_id!r} does not exist, so generation "
                     f"{request.generation_id_or_member_epoch} is not current"
@@ -97,6 +102,8 @@ def offset_commit(
             for tp, committed in to_write.items():
                 shard.offsets.put(request.group_id, tp, committed)
                 codes[tp] = NONE
+            if coordinator.metrics is not None:
+                coordinator.metrics.offset_commits.mark(len(to_write))
     return gp.OffsetCommitResponse(
         [
             gp.OffsetCommitResponseTopic(
@@ -235,6 +242,8 @@ def offset_delete(
         for tp, code in codes.items():
             if code == NONE:
                 shard.offsets.remove(request.group_id, tp)
+        if coordinator.metrics is not None:
+            coordinator.metrics.offset_deletions.mark(len(records))
     return gp.OffsetDeleteResponse(
         NONE,
         [

@@ -49,6 +49,9 @@ class OffsetStore:
     def of_group(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         return dict(self._offsets.get(group_id, {}))
 
+    def count(self) -> int:
+        return sum(len(group) for group in list(self._offsets.values()))
+
     def groups(self) -> list[str]:
         return list(self._offsets)
 

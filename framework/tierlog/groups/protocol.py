@@ -231,6 +231,7 @@ class OffsetCommitRequest(GroupRequest):
     member_id: str = ""
     group_instance_id: str | None = None
     retention_time_ms: int = -1
+    api_version: int = 9
 
 
 @attrs.frozen

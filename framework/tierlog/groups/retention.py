@@ -21,6 +21,23 @@ from .subscriptions import CONSUMER_PROTOCOL_TYPE
 log = logging.getLogger(__name__)
 
 
+def delete_offsets_of_topics(shard: CoordinatorShard, topics: set[str]) -> int:
+    """Removes every committed offset of ``topics`` (deleted) on ``shard``; returns how many."""
+    with shard.lock:
+        if shard.state is not ShardState.ACTIVE:
+            return 0
+        doomed = [
+            (group_id, tp)
+            for group_id in shard.offsets.groups()
+            for tp in shard.offsets.of_group(group_id)
+            if tp.topic in topics
+        ]
+        shard.append([OffsetStore.record(g, tp, None) for g, tp in doomed])
+        for group_id, tp in doomed:
+            shard.offsets.remove(group_id, tp)
+        return len(doomed)
+
+
 def _expired(committed: CommittedOffset, since: int, now: int, retention_ms: int) -> bool:
     if committed.expire_timestamp is not None:
         return now >= committed.expire_timestamp

@@ -13,6 +13,7 @@ group subscribes to) are deleted with tombstones, and empty groups left with no 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -30,13 +31,17 @@ from ..server import protocol as p
 from ..server.internal_topics import CONSUMER_OFFSETS_TOPIC
 from . import admin_requests, classic_requests, find_coordinator, offset_requests
 from .dispatch import ROUTES
+from .group import GroupType
+from .metrics import CoordinatorMetrics
+from .offsets import CommittedOffset
 from .partitioner import group_partition
-from .retention import expire_offsets
+from .retention import delete_offsets_of_topics, expire_offsets
 from .shard import CoordinatorShard, ShardState
 from .timer import Timer
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
+    from ..server.image import ClusterImage
     from ..server.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -55,7 +60,16 @@ class GroupCoordinator:
         self._shards: dict[int, CoordinatorShard] = {}
         self._loader = ThreadPoolExecutor(1, thread_name_prefix=f"group-loader-{self.broker_id}")
         self._closed = False
+        host = broker.plugin_host
+        self.metrics: CoordinatorMetrics | None = None
+        if host is not None:
+            self.metrics = CoordinatorMetrics(
+                host.metrics, self._count_classic_groups, self._count_offsets
+            )
         self._schedule_retention()
+        #: Topics as last seen, so the offsets of a deleted one are deleted too.
+        self._topics = set(broker.controller.image().topics)
+        self._unsubscribe = broker.controller.subscribe(self._on_metadata)
 
     # --- configuration ------------------------------------------------------------------------
 
@@ -168,6 +182,25 @@ class GroupCoordinator:
         shard.check_active()
         return shard
 
+    def committed_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
+        """Every group coordinated here with its committed offsets (for lag metrics): the
+        active shards' groups; one group lives in one shard."""
+        found: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        for shard in self.shards():
+            if shard.state is ShardState.ACTIVE:
+                found.update(shard.committed_offsets())
+        return found
+
+    def _count_classic_groups(self) -> int:
+        shards = [s for s in self.shards() if s.state is ShardState.ACTIVE]
+        return sum(
+            1 for s in shards for g in list(s.groups.values()) if g.group_type is GroupType.CLASSIC
+        )
+
+    def _count_offsets(self) -> int:
+        shards = [s for s in self.shards() if s.state is ShardState.ACTIVE]
+        return sum(s.offsets.count() for s in shards)
+
     def on_leadership_change(self, leaders: list[Partition], followers: list[Partition]) -> None:
         """Loads the offsets partitions this broker now leads; drops those it follows."""
         for partition in followers:
@@ -186,7 +219,7 @@ class GroupCoordinator:
                 shard = CoordinatorShard(self, tp.partition, partition.leader_epoch)
                 self._shards[tp.partition] = shard
             if current is not None:
-                current.close()
+                self._close(current)
             self._loader.submit(self._load, shard)
 
     def on_partition_removed(self, tp: TopicPartition) -> None:
@@ -198,7 +231,16 @@ class GroupCoordinator:
             shard = self._shards.pop(partition, None)
         if shard is not None:
             log.info("broker %d: unloading %s", self.broker_id, shard.topic_partition)
-            shard.close()
+            self._close(shard)
+
+    def _close(self, shard: CoordinatorShard) -> None:
+        """Stops ``shard`` now; its waiting members are answered from the loader thread, so a
+        LeaderAndIsr never waits for a write that holds the shard's lock."""
+        shard.close()
+        try:
+            self._loader.submit(shard.release_members)
+        except RuntimeError:  # shutting down
+            shard.release_members()
 
     def _load(self, shard: CoordinatorShard) -> None:
         try:
@@ -216,6 +258,7 @@ class GroupCoordinator:
                 if self._shards.get(shard.partition) is shard:
                     del self._shards[shard.partition]
             shard.close()
+            shard.release_members()
 
     def wait_loaded(self, timeout_s: float = 30.0) -> bool:
         """Waits until no shard is loading (for tools and tests)."""
@@ -227,6 +270,7 @@ class GroupCoordinator:
         return all(s.state is not ShardState.LOADING for s in self.shards())
 
     def shutdown(self) -> None:
+        self._unsubscribe()
         with self._lock:
             self._closed = True
             shards = list(self._shards.values())
@@ -234,7 +278,11 @@ class GroupCoordinator:
         for shard in shards:
             shard.close()
         self._loader.shutdown(wait=False, cancel_futures=True)
+        for shard in shards:
+            shard.release_members()
         self.timer.close()
+        if self.metrics is not None:
+            self.metrics.close()
 
     # --- requests -----------------------------------------------------------------------------
 
@@ -249,6 +297,27 @@ class GroupCoordinator:
                 log.exception("broker %d: %s failed", self.broker_id, type(request).__name__)
             return route.error(request, error_code_of(err), str(err) or type(err).__name__)
 
+    # --- deleted topics -----------------------------------------------------------------------
+
+    def _on_metadata(self, image: ClusterImage) -> None:
+        """A topic was deleted: its committed offsets go too, as Kafka's coordinator removes
+        them (``onPartitionsDeleted``). Written from the loader thread, never the caller's."""
+        current = set(image.topics)
+        deleted, self._topics = self._topics - current, current
+        if deleted:
+            with contextlib.suppress(RuntimeError):  # shutting down: nothing to do
+                self._loader.submit(self._delete_offsets_of, deleted)
+
+    def _delete_offsets_of(self, topics: set[str]) -> None:
+        for shard in self.shards():
+            try:
+                removed = delete_offsets_of_topics(shard, topics)
+            except TierlogError as err:
+                log.warning("%s: offsets of deleted topics kept for now: %s", shard, err)
+                continue
+            if removed and self.metrics is not None:
+                self.metrics.offset_deletions.mark(removed)
+
     # --- offset retention ---------------------------------------------------------------------
 
     def _schedule_retention(self) -> None:
@@ -260,7 +329,9 @@ class GroupCoordinator:
         try:
             for shard in self.shards():
                 try:
-                    expire_offsets(shard, self.offsets_retention_ms)
+                    expired = expire_offsets(shard, self.offsets_retention_ms)
+                    if self.metrics is not None:
+                        self.metrics.offset_expirations.mark(expired)
                 except TierlogError as err:
                     log.info("%s: offset expiry deferred: %s", shard, err)
         finally:

@@ -45,7 +45,7 @@ from ..model import TopicPartition
 from ..records import RecordBatchBuilder, iter_batches
 from ..server import protocol as p
 from ..server.internal_topics import CONSUMER_OFFSETS_TOPIC
-from .classic_group import now_ms
+from .classic_group import ClassicGroup, now_ms
 from .group import Group
 from .offsets import CommittedOffset, OffsetStore
 from .records import (
@@ -126,13 +126,18 @@ class CoordinatorShard:
             )
 
     def close(self) -> None:
-        """Leadership moved: members waiting get NOT_COORDINATOR, timers stop."""
+        """Leadership moved: no request is served from now on (NOT_COORDINATOR), timers stop.
+        Call :meth:`release_members` next, where waiting for the lock is allowed."""
+        self.state = ShardState.CLOSED  # without the lock: a write may hold it a while
+        self.runtime.timer.cancel_where(self._owns)
+
+    def release_members(self) -> None:
+        """Answers every member still waiting NOT_COORDINATOR, and forgets the groups."""
         with self.lock:
             self.state = ShardState.CLOSED
             for group in self.groups.values():
                 group.close(NotCoordinatorError.code or 16)
             self.groups.clear()
-        self.runtime.timer.cancel_where(self._owns)
 
     def _owns(self, key: Hashable) -> bool:
         return (
@@ -271,9 +276,18 @@ def _replay_offset_commit(shard: CoordinatorShard, key: bytes, value: bytes | No
     tp = TopicPartition(commit_key.topic, commit_key.partition)
     if value is None:
         shard.offsets.remove(commit_key.group, tp)
-    else:
-        shard.offsets.put(commit_key.group, tp, CommittedOffset.of(OffsetCommitValue.decode(value)))
+        return
+    shard.offsets.put(commit_key.group, tp, CommittedOffset.of(OffsetCommitValue.decode(value)))
+
+
+def _recreate_simple_groups(shard: CoordinatorShard) -> None:
+    """Offsets left without a group record of any type: an empty classic group holds them, as
+    Kafka recreates one (after every record is replayed, so no order of records matters)."""
+    for group_id in shard.offsets.groups():
+        if group_id not in shard.groups:
+            shard.groups[group_id] = ClassicGroup(group_id)
 
 
 for _version in OFFSET_COMMIT_KEY_VERSIONS:
     register_replayer(_version, _replay_offset_commit)
+register_load_hook(_recreate_simple_groups)

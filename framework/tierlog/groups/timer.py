@@ -48,10 +48,6 @@ class Timer:
             for key in [k for k in self._tasks if match(k)]:
                 del self._tasks[key]
 
-    def scheduled(self, key: Hashable) -> bool:
-        with self._cond:
-            return key in self._tasks
-
     def close(self) -> None:
         with self._cond:
             self._closed = True

@@ -28,8 +28,10 @@ find the segment and position, then read the file without it (the segment's file
 until the read is done, even if retention deletes the segment meanwhile).
 
 The larger pieces live in their own modules, as functions that take the log: opening and crash
-recovery in ``loading``, the append path in ``appending``, the retention rules in ``retention``,
-ListOffsets' search in ``timestamp_search``, and what tiered storage may copy in ``uploadable``.
+recovery in ``loading``, the append path in ``appending``, the read path in ``reading``,
+truncation and starts from remote storage in ``truncation``, the retention rules in
+``retention``, ListOffsets' search in ``timestamp_search``, what tiered storage may copy in
+``uploadable``, and compaction in the ``cleaner`` package.
 """
 
 from __future__ import annotations
@@ -48,12 +50,12 @@ from typing import Any, Final, Self
 from ..config import TopicConfig
 from ..errors import KafkaStorageError, OffsetOutOfRangeError
 from ..model import TopicPartition
-from . import files
+from . import files, reading, truncation
 from .appending import append
 from .checkpoint import OFFSET_CHECKPOINT_VERSION, read_offset_checkpoint, write_atomically
 from .epoch_cache import EpochEntry, LeaderEpochCache, LeaderEpochCheckpointFile
 from .files import HIGH_WATERMARK_CHECKPOINT as HIGH_WATERMARK_CHECKPOINT
-from .loading import load, replay_producers
+from .loading import load
 from .log_batches import iter_log_batches
 from .log_config import LogConfig
 from .producer_state import AppendOrigin, CompletedTxn, ProducerStateManager
@@ -67,7 +69,7 @@ from .results import (
 )
 from .retention import apply_retention, delete_while
 from .segment import LogSegment
-from .snapshot import decode_snapshot, snapshot_file_name
+from .snapshot import decode_snapshot
 from .timestamp_search import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -457,90 +459,11 @@ class PartitionLog:
         first partition of a fetch) a first batch larger than ``max_bytes`` is returned whole.
         Raises OffsetOutOfRangeError for an offset below the local log start or past the end.
         """
-        with self._lock:
-            self._check_open()
-            end = self._next_offset
-            if fetch_offset > end or fetch_offset < self._local_log_start_offset:
-                raise OffsetOutOfRangeError(
-                    f"offset {fetch_offset} is out of range for {self._topic_partition}: the "
-                    f"local log holds [{self._local_log_start_offset}, {end})"
-                )
-            if isolation is FetchIsolation.LOG_END:
-                bound = end
-            elif isolation is FetchIsolation.HIGH_WATERMARK:
-                bound = self._high_watermark
-            else:
-                bound = self.last_stable_offset
-            aborted_none: tuple[AbortedTxn, ...] | None = (
-                () if isolation is FetchIsolation.TXN_COMMITTED else None
-            )
-            if fetch_offset >= bound:
-                return FetchDataInfo(LogOffsetMetadata(fetch_offset), b"", False, aborted_none)
-            bound_base, bound_position = self._position_of(bound)
-            index = self._segment_index(fetch_offset)
-            location = None
-            segment = self._segments[index]
-            while True:
-                location = self._touch(segment).translate_offset(fetch_offset)
-                if location is not None or index + 1 >= len(self._segments):
-                    break
-                index += 1
-                segment = self._segments[index]
-            if location is None or segment.base_offset > bound_base:
-                return FetchDataInfo(LogOffsetMetadata(fetch_offset), b"", False, aborted_none)
-            max_position = bound_position if segment.base_offset == bound_base else segment.size
-            segment.retain()
-        try:
-            result = segment.read(
-                fetch_offset,
-                max_bytes,
-                max_position,
-                min_one_message=min_one_message,
-                start=location,
-            )
-        finally:
-            with self._lock:
-                segment.release()
-        assert result is not None
-        aborted = None
-        if isolation is FetchIsolation.TXN_COMMITTED:
-            upper = result.next_offset if result.records else fetch_offset
-            aborted = self._collect_aborted_txns(fetch_offset, upper)
-        return FetchDataInfo(
-            result.offset_metadata,
-            result.records,
-            result.first_entry_incomplete,
-            aborted,
-            result.next_offset,
-        )
-
-    def _position_of(self, offset: int) -> tuple[int, int]:
-        """(segment base, byte position) where reads bounded by ``offset`` must stop."""
-        cached = self._bound_cache
-        if cached is not None and cached[0] == offset:
-            return cached[1], cached[2]
-        if offset >= self._next_offset:
-            active = self._active
-            return active.base_offset, active.size
-        segment = self._touch(self._segments[self._segment_index(offset)])
-        location = segment.translate_offset(offset)
-        position = segment.size if location is None else location.position
-        self._bound_cache = (offset, segment.base_offset, position)
-        return segment.base_offset, position
-
-    def _collect_aborted_txns(self, start: int, upper: int) -> tuple[AbortedTxn, ...]:
-        with self._lock:
-            found: list[AbortedTxn] = []
-            for segment in self._segments[self._segment_index(start) :]:
-                result = segment.txn_index.collect_aborted_txns(start, upper)
-                found.extend(result.aborted)
-                if result.is_complete:
-                    break
-            return tuple(found)
+        return reading.read(self, fetch_offset, max_bytes, isolation, min_one_message)
 
     def collect_aborted_transactions(self, start: int, upper: int) -> tuple[AbortedTxn, ...]:
         """The aborted transactions overlapping offsets ``[start, upper)``."""
-        return self._collect_aborted_txns(start, upper)
+        return reading.collect_aborted_txns(self, start, upper)
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """ListOffsets on the local log: the first record at or after ``timestamp``.
@@ -676,35 +599,7 @@ class PartitionLog:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         with self._lock:
             self._check_open()
-            if offset >= self._next_offset:
-                return False
-            now = self._clock()
-            self._producer_state.update_map_end_offset(self._next_offset)
-            if offset < self._segments[0].base_offset:
-                self._truncate_fully_locked(offset, now)
-                return True
-            while len(self._segments) > 1 and self._bases[-1] > offset:
-                self._bases.pop()
-                self._schedule_delete(self._segments.pop(), now)
-            active = self._active
-            self._forget(active)
-            active.truncate_to(offset, now)
-            self._next_offset = active.read_next_offset()
-            self._bound_cache = None
-            self._epoch_cache.truncate_from_end(self._next_offset)
-            self._latest_epoch = self._epoch_cache.latest_epoch
-            self._log_start_offset = min(self._log_start_offset, self._next_offset)
-            self._local_log_start_offset = min(self._local_log_start_offset, self._next_offset)
-            producers = self._producer_state
-            producers.truncate_and_reload(self._log_start_offset, self._next_offset, now)
-            replay_producers(self, producers.map_end_offset, self._next_offset)
-            if self._high_watermark > self._next_offset:
-                self._set_high_watermark(self._next_offset)
-            if self._recovery_point > self._next_offset:
-                self._recovery_point = self._next_offset
-                self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, self._recovery_point)
-            self._clamp_cleaner_checkpoint(self._next_offset)
-            return True
+            return truncation.truncate_to(self, offset, self._clock())
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Deletes every segment and starts an empty log at ``offset`` (a follower that fell
@@ -713,7 +608,7 @@ class PartitionLog:
             raise ValueError(f"cannot start a log at negative offset {offset}")
         with self._lock:
             self._check_open()
-            self._truncate_fully_locked(offset, self._clock())
+            truncation.truncate_fully(self, offset, self._clock())
 
     def start_from_remote(
         self,
@@ -734,19 +629,8 @@ class PartitionLog:
         decode_snapshot(producer_snapshot, source=f"remote snapshot at {offset}")
         with self._lock:
             self._check_open()
-            now = self._clock()
-            self._truncate_fully_locked(offset, now)
-            self._log_start_offset = log_start_offset
-            self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, log_start_offset)
-            self._epoch_cache.assign_entries(e for e in leader_epochs if e.start_offset < offset)
-            self._epoch_cache.truncate_from_start(log_start_offset)
-            self._latest_epoch = self._epoch_cache.latest_epoch
-            write_atomically(self._dir / snapshot_file_name(offset), producer_snapshot)
-            producers = self._producer_state
-            producers.truncate_fully_and_reload_snapshots()
-            producers.truncate_and_reload(log_start_offset, offset, now)
-            self._highest_offset_in_remote_storage = max(
-                offset - 1, self._highest_offset_in_remote_storage
+            truncation.start_from_remote(
+                self, offset, log_start_offset, leader_epochs, producer_snapshot, self._clock()
             )
 
     def restore_remote_lineage(
@@ -760,45 +644,7 @@ class PartitionLog:
         """
         with self._lock:
             self._check_open()
-            target = min(remote_log_start, self._local_log_start_offset)
-            if target > self._log_start_offset:
-                log.info(
-                    "%s: log start %d raised to %d, where remote storage starts",
-                    self._dir,
-                    self._log_start_offset,
-                    target,
-                )
-                self._increment_log_start_offset(target)
-            cache = self._epoch_cache
-            known = cache.entries()
-            first = known[0].start_offset if known else self._next_offset
-            earlier = [e for e in leader_epochs if e.start_offset < first]
-            if not earlier:
-                return
-            cache.clear()
-            cache.assign_entries([*earlier, *known])
-            cache.truncate_from_start(self._log_start_offset)
-            self._latest_epoch = cache.latest_epoch
-            log.info("%s: leader epochs restored from remote metadata: %s", self._dir, earlier)
-
-    def _truncate_fully_locked(self, offset: int, now: int) -> None:
-        for segment in self._segments:
-            self._schedule_delete(segment, now)
-        self._segments.clear()
-        self._bases.clear()
-        self._add_segment(self._new_segment(offset))
-        self._bound_cache = None
-        self._next_offset = offset
-        self._epoch_cache.clear_and_flush()
-        self._latest_epoch = None
-        self._producer_state.truncate_fully_and_start_at(offset)
-        self._log_start_offset = self._local_log_start_offset = offset
-        self._set_high_watermark(offset)
-        self._recovery_point = offset
-        self._unflushed_messages = 0
-        self._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, offset)
-        self._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, offset)
-        self._clamp_cleaner_checkpoint(offset)
+            truncation.restore_remote_lineage(self, remote_log_start, leader_epochs)
 
     # --- log cleaner ------------------------------------------------------------------------
 

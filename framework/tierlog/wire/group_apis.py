@@ -3,8 +3,9 @@
 The coordinator's types (``groups/protocol.py``) hold each message's newest shape; the older
 shapes are converted here: FindCoordinator before v4 asks for one key and is answered with one
 coordinator, LeaveGroup before v3 names one member and answers at the top level, OffsetFetch
-before v8 asks for one group. A coordinator's address is the one its broker advertises on the
-listener the client used; a coordinator with none there is not available to this client.
+before v8 asks for one group, and DescribeGroups before v6 shows an unknown group as Dead with
+no error. A coordinator's address is the one its broker advertises on the listener the client
+used; a coordinator with none there is not available to this client.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from .apis import RequestContext
 
 _COORDINATOR_NOT_AVAILABLE = 15
+_GROUP_ID_NOT_FOUND = 69
+#: DescribeGroups v6 (KIP-1043) answers an unknown group GROUP_ID_NOT_FOUND; before, Dead.
+_DESCRIBE_NOT_FOUND_VERSION = 6
 
 
 def _response_class(key: int, version: int) -> Any:
@@ -112,6 +116,26 @@ def offset_fetch(ctx: RequestContext, message: Any) -> ApiMessage:
     return to_wire(answer.groups[0], response)
 
 
+def offset_commit(ctx: RequestContext, message: Any) -> ApiMessage:
+    request = attrs.evolve(from_wire(message, gp.OffsetCommitRequest), api_version=ctx.version)
+    return to_wire(_ask(ctx, request), _response_class(8, ctx.version))
+
+
+def describe_groups(ctx: RequestContext, message: Any) -> ApiMessage:
+    answer = _ask(ctx, from_wire(message, gp.DescribeGroupsRequest))
+    if ctx.version < _DESCRIBE_NOT_FOUND_VERSION:
+        answer = attrs.evolve(
+            answer,
+            groups=[
+                attrs.evolve(g, error_code=0, error_message=None)
+                if g.error_code == _GROUP_ID_NOT_FOUND
+                else g
+                for g in answer.groups
+            ],
+        )
+    return to_wire(answer, _response_class(15, ctx.version))
+
+
 def generic(broker_request: type[Any]) -> Any:
     """Converts by field name both ways, as most group APIs need."""
     key = broker_request.API_KEY
@@ -125,14 +149,14 @@ def generic(broker_request: type[Any]) -> Any:
 
 #: (api key, min version, max version, handler) of each group API.
 GROUP_APIS: tuple[tuple[int, int, int, Any], ...] = (
-    (8, 2, 9, generic(gp.OffsetCommitRequest)),
+    (8, 2, 9, offset_commit),
     (9, 1, 9, offset_fetch),
-    (10, 0, 4, find_coordinator),
+    (10, 0, 6, find_coordinator),
     (11, 0, 9, join_group),
     (12, 0, 4, generic(gp.HeartbeatRequest)),
     (13, 0, 5, leave_group),
     (14, 0, 5, generic(gp.SyncGroupRequest)),
-    (15, 0, 5, generic(gp.DescribeGroupsRequest)),
+    (15, 0, 6, describe_groups),
     (16, 0, 5, generic(gp.ListGroupsRequest)),
     (42, 0, 2, generic(gp.DeleteGroupsRequest)),
     (47, 0, 0, generic(gp.OffsetDeleteRequest)),

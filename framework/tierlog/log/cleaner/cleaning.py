@@ -250,6 +250,7 @@ class Cleaner:
             if batch.base_offset >= end:
                 kept: bytes | memoryview | None = batch.raw
             else:
+                batch.validate()  # a corrupt batch is never rewritten: the log is set aside
                 kept = self._filter_batch(
                     batch, txns, producers, now, delete_retention_ms, end, stats
                 )

@@ -136,7 +136,11 @@ class LogCleaner:
     def clean_once(self, index: int = 0) -> bool:
         """Cleans the dirtiest log one round, in this thread; False when none needed it."""
         now = self._clock()
-        target = self.manager.grab_filthiest_log(now)
+        try:
+            target = self.manager.grab_filthiest_log(now)
+        except Exception:
+            log.exception("choosing a log to clean failed")
+            return False
         self._last_run_ms = now
         if target is None:
             return False

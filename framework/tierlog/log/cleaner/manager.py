@@ -12,6 +12,7 @@ being cleaned is not handed to a second thread; a log that failed is set aside a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import weakref
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from ...errors import KafkaStorageError
 from ..log_config import LogConfig
 from .cleaning import LogToClean
 
@@ -96,8 +98,9 @@ class LogCleanerManager:
             if candidates:
                 chosen = max(candidates, key=lambda t: (t.needs_compaction_now, t.dirty_ratio))
             elif horizons:
-                chosen, _ = cleanable_range(horizons[0], now)
                 self._state(horizons[0]).latest_delete_horizon = -1
+                with contextlib.suppress(KafkaStorageError):  # closed meanwhile
+                    chosen, _ = cleanable_range(horizons[0], now)
             if chosen is not None:
                 self._state(chosen.log).in_progress = True
             return chosen
@@ -111,7 +114,7 @@ class LogCleanerManager:
             state.in_progress = False
             if latest_horizon >= 0:
                 state.latest_delete_horizon = max(state.latest_delete_horizon, latest_horizon)
-        if not plog.closed:
+        with contextlib.suppress(KafkaStorageError):  # closed meanwhile: nothing to record
             plog.set_cleaner_checkpoint(end_offset)
 
     def abort(self, plog: PartitionLog) -> None:
