@@ -177,6 +177,8 @@ class ConsumerGroups:
             error = info.get("error")
             if not error:
                 return info
+            if "GroupIdNotFound" in str(error):  # DescribeGroups v6+; earlier versions say Dead
+                return {"group_id": group, "group_state": DEAD, "members": []}
             if not any(name in str(error) for name in _RETRIABLE) or time.monotonic() > deadline:
                 raise GroupsToolError(f"describing group {group!r} failed: {error}")
             time.sleep(0.2)
