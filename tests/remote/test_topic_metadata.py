@@ -24,6 +24,7 @@ from tierlog.errors import (
     TopicAuthorizationFailedError,
 )
 from tierlog.metadata.checkpoint import CHECKPOINT_FILE_NAME
+from tierlog.metadata.keys import event_key
 from tierlog.metadata.partitioner import metadata_partition
 from tierlog.metadata.serde import decode_event, encode_event
 from tierlog.metadata.topic_based import TopicBasedRemoteLogMetadataManager
@@ -150,7 +151,7 @@ def test_internal_topic_is_created_with_its_settings(cluster: EmbeddedCluster) -
     assert len(image.partitions) == 3
     assert image.configs["retention.ms"] == "-1"
     assert image.configs["remote.storage.enable"] == "false"
-    assert image.configs["cleanup.policy"] == "delete"
+    assert image.configs["cleanup.policy"] == "compact"
 
 
 def test_clients_cannot_delete_write_or_break_the_topic_and_tiering_goes_on(
@@ -178,7 +179,7 @@ def test_clients_cannot_delete_write_or_break_the_topic_and_tiering_goes_on(
                 p.AlterConfigsResource(
                     p.ResourceType.TOPIC,
                     TOPIC,
-                    [p.AlterableConfig("cleanup.policy", p.AlterConfigOp.SET, "compact")],
+                    [p.AlterableConfig("cleanup.policy", p.AlterConfigOp.SET, "delete")],
                 )
             ]
         ),
@@ -378,7 +379,7 @@ def test_an_event_in_an_unknown_format_is_skipped_with_an_error(
     # As a newer runtime's writer would: only the internal path may write the topic.
     producer = Producer(cluster.transport, internal_topics_allowed=True)
     target = metadata_partition(TIP, 3)
-    sent = producer.send(TOPIC, future_version, partition=target).result(timeout=30)
+    sent = producer.send(TOPIC, future_version, key=b"newer", partition=target).result(timeout=30)
     producer.close()
     with caplog.at_level(logging.ERROR):
         done = segments.upload(10, 19)  # consumed after the unreadable one
@@ -398,7 +399,9 @@ def test_an_invalid_transition_in_the_topic_is_dropped_with_a_log_line(
     started = segments.add(0, 9)
     jump = segments.update(started, DELETE_FINISHED)  # COPY_SEGMENT_STARTED cannot go there
     producer = Producer(cluster.transport, internal_topics_allowed=True)
-    sent = producer.send(TOPIC, encode_event(jump), partition=metadata_partition(TIP, 3))
+    sent = producer.send(
+        TOPIC, encode_event(jump), key=event_key(jump), partition=metadata_partition(TIP, 3)
+    )
     offset = sent.result(timeout=30).offset
     producer.close()
     with caplog.at_level(logging.WARNING):
@@ -429,7 +432,9 @@ def test_events_replayed_for_a_newly_held_partition_that_do_not_apply_are_logged
         segments.update(started, DELETE_FINISHED),
         kept,
     ):
-        producer.send(TOPIC, encode_event(event), partition=target).result(timeout=30)
+        producer.send(TOPIC, encode_event(event), key=event_key(event), partition=target).result(
+            timeout=30
+        )
     producer.close()
     with caplog.at_level(logging.WARNING):
         hold(rlmm, later)

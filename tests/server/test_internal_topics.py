@@ -28,7 +28,7 @@ TOPIC = p.ResourceType.TOPIC
 @pytest.fixture
 def internal(cluster: EmbeddedCluster, client: Client) -> Client:
     """The metadata topic, created by the runtime with its configs, holding one event."""
-    configs = {"cleanup.policy": "delete", "retention.ms": "-1", "remote.storage.enable": "false"}
+    configs = {"cleanup.policy": "compact", "retention.ms": "-1", "remote.storage.enable": "false"}
     cluster.controller.create_topic(METADATA, 1, 3, configs, internal=True)
     request = p.ProduceRequest(
         -1, 5000, [p.TopicProduceData(METADATA, [p.PartitionProduceData(0, batch(1))])]
@@ -53,7 +53,7 @@ def still_there(client: Client) -> None:
     assert values(client.fetch(METADATA).records) == [b"v-0"]
     describe = p.DescribeConfigsRequest([p.DescribeConfigsResource(TOPIC, METADATA)])
     configs = {c.name: c.value for c in client.transport.send(0, describe).results[0].configs}
-    assert (configs["cleanup.policy"], configs["remote.storage.enable"]) == ("delete", "false")
+    assert (configs["cleanup.policy"], configs["remote.storage.enable"]) == ("compact", "false")
 
 
 def test_one_list_says_which_topics_are_internal() -> None:
@@ -102,8 +102,8 @@ def test_only_the_internal_path_of_a_producer_writes_internal_topics(
     runtime_side = Producer(cluster.transport, {"max.block.ms": 5000}, internal_topics_allowed=True)
     try:
         with pytest.raises(InvalidTopicError, match="internal topic"):
-            client_side.send(METADATA, b"forged", partition=0).result(timeout=30)
-        written = runtime_side.send(METADATA, b"event", partition=0).result(timeout=30)
+            client_side.send(METADATA, b"forged", key=b"k", partition=0).result(timeout=30)
+        written = runtime_side.send(METADATA, b"event", key=b"k", partition=0).result(timeout=30)
     finally:
         client_side.close()
         runtime_side.close()
@@ -126,13 +126,13 @@ def test_clients_cannot_delete_records_of_an_internal_topic(internal: Client) ->
 @pytest.mark.parametrize(
     "change",
     [
-        ("cleanup.policy", p.AlterConfigOp.SET, "compact"),
-        ("cleanup.policy", p.AlterConfigOp.APPEND, "compact"),
+        ("cleanup.policy", p.AlterConfigOp.SET, "delete"),
+        ("cleanup.policy", p.AlterConfigOp.APPEND, "delete"),
         ("cleanup.policy", p.AlterConfigOp.DELETE, None),
         ("remote.storage.enable", p.AlterConfigOp.SET, "true"),
         ("remote.storage.enable", p.AlterConfigOp.DELETE, None),
     ],
-    ids=["compact", "append-compact", "delete-policy", "tier-it", "delete-tiering"],
+    ids=["delete", "append-delete", "delete-policy", "tier-it", "delete-tiering"],
 )
 def test_configs_the_runtime_depends_on_cannot_change(
     internal: Client, change: tuple[str, int, str | None]
@@ -152,7 +152,7 @@ def test_other_configs_of_internal_topics_can_be_tuned(internal: Client) -> None
         internal,
         METADATA,
         ("segment.bytes", p.AlterConfigOp.SET, "1048576"),
-        ("cleanup.policy", p.AlterConfigOp.SET, "delete"),
+        ("cleanup.policy", p.AlterConfigOp.SET, "compact"),
     )
 
     assert code == p.NONE

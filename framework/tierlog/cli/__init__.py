@@ -14,6 +14,7 @@ from ..errors import TierlogError
 from .config_cmd import config_command
 from .demo_cmd import demo_command
 from .docs_cmd import docs_command
+from .groups_cmd import groups_command
 from .plugins_cmd import plugins_command
 from .run_cmd import run_command
 
@@ -63,5 +64,12 @@ def main(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-for _command in (config_command, demo_command, docs_command, plugins_command, run_command):
+for _command in (
+    config_command,
+    demo_command,
+    docs_command,
+    groups_command,
+    plugins_command,
+    run_command,
+):
     main.add_command(_command)

@@ -872,6 +872,7 @@ _CLEANER_KEYS: Final = (
     ),
 )
 
+
 #: The group coordinator (``tierlog.groups``) and ``__consumer_offsets``: Kafka's keys and defaults.
 _GROUP_KEYS: Final = (
     ConfigKey(

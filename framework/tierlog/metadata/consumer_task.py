@@ -341,8 +341,10 @@ class ConsumerTask:
             for record in records:
                 metadata_partition, offset = record.partition, record.offset
                 self._positions[metadata_partition] = offset + 1
+                if record.value is None:
+                    continue  # a tombstone: what it deletes was already applied before it
                 try:
-                    event = decode_event(record.value or b"")
+                    event = decode_event(record.value)
                 except MetadataFormatError as err:
                     log.error(
                         "skipping unreadable remote log metadata event at %s-%d offset %d: %s",
@@ -358,6 +360,9 @@ class ConsumerTask:
                     tip = event.topic_id_partition
                 held = self._held.get(tip)
                 if held is None or offset < held.start:
+                    continue
+                if _already_past(held, event):
+                    log.debug("%s: skipping a repeated event at offset %d", tip, offset)
                     continue
                 try:
                     _apply_event(held, event)
@@ -424,6 +429,24 @@ def _restored(
     return HeldPartition(
         cache, metadata_partition, snapshot.consumed_offset + 1, snapshot.delete_state
     )
+
+
+def _already_past(
+    held: HeldPartition,
+    event: RemoteLogSegmentMetadata
+    | RemoteLogSegmentMetadataUpdate
+    | RemotePartitionDeleteMetadata,
+) -> bool:
+    """Whether what ``event`` describes is already in a later state here.
+
+    Such an event repeats history already applied: the live state that an unkeyed topic was
+    rewritten with when it turned compacted (see ``migration``) follows the events it came from.
+    """
+    if isinstance(event, RemotePartitionDeleteMetadata):
+        current = held.live_delete_state
+        return current is not None and current.state.value > event.state.value
+    existing = held.cache.segment(event.remote_log_segment_id)
+    return existing is not None and existing.state.value > event.state.value
 
 
 def _apply_event(

@@ -6,6 +6,12 @@ Every event (a segment's metadata, its updates, a partition's deletion) is publi
 consumes the metadata partitions of the user partitions it leads or follows and answers lookups
 from what it consumed, so the metadata outlives the process and is shared by every replica.
 
+The topic is compacted: each event is keyed by the segment (or partition) and the state it
+records, and a finished deletion is followed by tombstones for every key of what it deleted
+(see ``keys.py``), so the topic, and a broker's replay of it, are bounded by the live remote
+segments rather than by history. A topic written before events were keyed is rewritten once
+(``migration.py``).
+
 Lifecycle (KIP-1197): ``tierlog_configure`` only parses settings. ``tierlog_on_broker_ready``
 starts the initialization thread, which creates the internal topic if it is missing, checks its
 partition count, reaches it through the runtime and starts the producer and the consumer task.
@@ -31,7 +37,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from pathlib import Path
 from typing import Any
@@ -51,12 +58,16 @@ from ..errors import (
 from ..model import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
     RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
     TopicIdPartition,
     check_transition,
 )
 from .checkpoint import CHECKPOINT_FILE_NAME
 from .consumer_task import ConsumerTask
+from .keys import event_key, partition_keys, segment_keys
+from .migration import migrate_to_compacted
 from .partitioner import metadata_partition
 from .serde import MetadataEvent, encode_event
 from .topic_config import TOPIC_NAME, TopicBasedConfig, config_def
@@ -185,6 +196,8 @@ class TopicBasedRemoteLogMetadataManager:
 
     def _start(self, broker: Any, config: TopicBasedConfig) -> None:
         self._ensure_topic(broker, config)
+        # A topic written before events were keyed is rewritten once, then compacted.
+        migrate_to_compacted(broker.controller, config, config.init_retry_max_timeout_ms / 1000)
         transport = broker.controller.transport
         consumer = Consumer(transport, dict(config.consumer))
         try:
@@ -278,7 +291,14 @@ class TopicBasedRemoteLogMetadataManager:
 
     # --- writes -------------------------------------------------------------------------------
 
-    def _publish(self, partition: TopicIdPartition, event: MetadataEvent) -> None:
+    def _publish(
+        self,
+        partition: TopicIdPartition,
+        event: MetadataEvent,
+        tombstones: Iterable[bytes] = (),
+    ) -> None:
+        """Publishes ``event`` under its key, then a tombstone for each of ``tombstones``
+        (the keys a finished deletion makes dead), and waits for the event to be applied."""
         task, producer = self._ready_task(), self._producer
         assert producer is not None
         if self._closing.is_set():
@@ -288,7 +308,12 @@ class TopicBasedRemoteLogMetadataManager:
         config = self._settings()
         target = metadata_partition(partition, config.num_partitions)
         timeout_s = config.consume_wait_ms / 1000
-        future = producer.send(TOPIC_NAME, encode_event(event), partition=target)
+        future = producer.send(
+            TOPIC_NAME, encode_event(event), key=event_key(event), partition=target
+        )
+        # After the event, in order (one idempotent producer): a replay meeting them has
+        # already applied the deletion.
+        dead = [producer.send(TOPIC_NAME, None, key=key, partition=target) for key in tombstones]
         deadline = time.monotonic() + timeout_s
         while True:  # short waits, so a broker that starts stopping releases the caller
             try:
@@ -308,6 +333,8 @@ class TopicBasedRemoteLogMetadataManager:
             except TierlogError as err:
                 kind = RetriableRemoteStorageError if err.retriable else RemoteStorageError
                 raise kind(f"publishing remote log metadata of {partition} failed: {err}") from err
+        for tombstone in dead:
+            _await_tombstone(tombstone, max(deadline - time.monotonic(), 0))
         with task.lock:
             assigned = task.assigned(partition)
         if assigned:
@@ -344,7 +371,10 @@ class TopicBasedRemoteLogMetadataManager:
                         f"no remote log segment metadata for {update.remote_log_segment_id}"
                     )
                 check_transition(existing.state, update.state)
-        self._publish(partition, update)
+        dead: list[bytes] = []
+        if update.state is RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
+            dead = segment_keys(update.remote_log_segment_id)
+        self._publish(partition, update, dead)
 
     @hookimpl
     def tierlog_put_remote_partition_delete_metadata(
@@ -356,7 +386,13 @@ class TopicBasedRemoteLogMetadataManager:
             held = task.held_for_write(event.topic_id_partition)
             current = held.live_delete_state if held is not None else None
             check_transition(current.state if current is not None else None, event.state)
-        self._publish(event.topic_id_partition, event)
+            dead: list[bytes] = []
+            if event.state is RemotePartitionDeleteState.DELETE_PARTITION_FINISHED:
+                listed = held.cache.list_all_remote_log_segments() if held is not None else ()
+                dead = partition_keys(
+                    event.topic_id_partition, (m.remote_log_segment_id for m in listed)
+                )
+        self._publish(event.topic_id_partition, event, dead)
 
     # --- lookups ------------------------------------------------------------------------------
 
@@ -438,3 +474,17 @@ class TopicBasedRemoteLogMetadataManager:
                 return
             task = self._task
         task.remove_assignments(partitions)
+
+
+def _await_tombstone(future: Future[Any], timeout_s: float) -> None:
+    """A lost tombstone only leaves dead records in the topic (replays skip them): logged, and
+    the write it follows still succeeds."""
+    try:
+        future.result(timeout=timeout_s)
+    except (FutureTimeoutError, TierlogError) as err:
+        log.warning(
+            "a tombstone for deleted remote log metadata was not written (%s): the records it "
+            "stood for stay in %s",
+            err or "not acknowledged in time",
+            TOPIC_NAME,
+        )

@@ -59,8 +59,9 @@ def config_def() -> ConfigDef:
             ConfigType.LONG,
             -1,
             validator=any_of(one_of(-1), at_least(1)),
-            doc="retention.ms of the internal topic; -1 keeps every event (the default: the "
-            "topic is the only record of what is in remote storage).",
+            doc="retention.ms of the internal topic. The topic is compacted (events are keyed "
+            "so that the segments deleted from remote storage drop out of it), so this bounds "
+            "nothing; it is kept for configurations written when the topic was not compacted.",
         ),
         ConfigKey(
             CONSUME_WAIT_MS,
@@ -160,7 +161,7 @@ class TopicBasedConfig:
         return {
             "retention.ms": str(self.retention_ms),
             "retention.bytes": "-1",
-            "cleanup.policy": "delete",
+            "cleanup.policy": "compact",
             "remote.storage.enable": "false",
         }
 

@@ -42,6 +42,7 @@ from ..errors import (
     error_code_of,
 )
 from ..groups import GroupCoordinator
+from ..groups.lag import ConsumerLagMetrics
 from ..groups.protocol import GroupRequest
 from ..host import PluginHost
 from ..log import DirectoryLock, LogConfig, PartitionLog, files
@@ -119,6 +120,8 @@ class Broker:
         self.remote_log_manager: RemoteLogManager | None = None
         #: Consumer groups and their offsets (``tierlog.groups``); None until started.
         self.group_coordinator: GroupCoordinator | None = None
+        #: Lag per group and partition as metrics (``tierlog.groups.lag``); None until started.
+        self.consumer_lag: ConsumerLagMetrics | None = None
         self._tasks = BackgroundTasks(self)
         #: Compacts the hosted logs whose cleanup.policy includes compact; None until started.
         self.log_cleaner: LogCleaner | None = None

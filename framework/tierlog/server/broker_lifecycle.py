@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import KafkaStorageError, TierlogError
 from ..groups import GroupCoordinator
+from ..groups.lag import ConsumerLagMetrics
 from ..host import PluginHost
 from ..log import DirectoryLock, PartitionLog, files
 from ..log.cleaner import CleanerSettings, LogCleaner
@@ -103,6 +104,8 @@ def start_services(broker: Broker, plugin_host: PluginHost) -> None:
         )
         broker.replica_fetcher_manager.remote_log_manager = broker.remote_log_manager
     broker.group_coordinator = GroupCoordinator(broker)
+    broker.consumer_lag = ConsumerLagMetrics(broker.group_coordinator, plugin_host.metrics)
+    broker.consumer_lag.start()
     broker._tasks.start()
     start_log_cleaner(broker, plugin_host)
     broker._unsubscribe.append(broker.controller.subscribe(broker._on_metadata))
@@ -137,6 +140,8 @@ def shutdown(broker: Broker, *, clean: bool, register: bool) -> None:
         # While leaderships are still ours and metadata can still be published.
         broker.remote_log_manager.stop_copying(COPY_DRAIN_TIMEOUT_S if clean else 0.0)
     broker._set_state(BrokerState.SHUTTING_DOWN)
+    if broker.consumer_lag is not None:
+        broker.consumer_lag.close()
     if broker.group_coordinator is not None:
         broker.group_coordinator.shutdown()
     for remove in broker._unsubscribe:

@@ -41,8 +41,8 @@ INTERNAL_TOPICS: Final = frozenset(
 )
 
 PINNED_CONFIGS: Final[Mapping[str, Mapping[str, str]]] = {
-    # Events are not keyed for compaction, and the topic is the only record of what is tiered.
-    REMOTE_LOG_METADATA_TOPIC: {"cleanup.policy": "delete", "remote.storage.enable": "false"},
+    # Events are keyed so that compaction keeps exactly the live remote segments' history.
+    REMOTE_LOG_METADATA_TOPIC: {"cleanup.policy": "compact", "remote.storage.enable": "false"},
     # The coordinators keep the latest value per key: their topics must stay compacted.
     CONSUMER_OFFSETS_TOPIC: {"cleanup.policy": "compact", "remote.storage.enable": "false"},
     TRANSACTION_STATE_TOPIC: {"cleanup.policy": "compact", "remote.storage.enable": "false"},
