@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
     TierlogError,
@@ -190,6 +191,15 @@ class GroupCoordinator:
         partition = self.partition_for(group_id)
         shard = self.shard(partition)
         if shard is None:
+            registration = self.broker.controller.image().registration(
+                TopicPartition(CONSUMER_OFFSETS_TOPIC, partition)
+            )
+            if registration is not None and registration.leader == self.broker_id:
+                # Led here, and the leadership not yet taken over: the shard is about to load.
+                raise CoordinatorLoadInProgressError(
+                    f"group {group_id!r} ({CONSUMER_OFFSETS_TOPIC}-{partition}) is loading "
+                    f"on broker {self.broker_id}"
+                )
             raise NotCoordinatorError(
                 f"broker {self.broker_id} is not the coordinator of group {group_id!r} "
                 f"({CONSUMER_OFFSETS_TOPIC}-{partition})"
