@@ -155,7 +155,7 @@ def test_internal_topics_are_the_runtimes(
     make_producer: Callable[..., Producer],
 ) -> None:
     internal = "__remote_log_metadata"
-    cluster.controller.create_topic(internal, 1, 1, {"cleanup.policy": "delete"}, internal=True)
+    cluster.controller.create_topic(internal, 1, 1, {"cleanup.policy": "compact"}, internal=True)
 
     assert internal not in admin.list_topics()
     assert internal in admin.list_topics(internal=True)
@@ -167,7 +167,7 @@ def test_internal_topics_are_the_runtimes(
         admin.delete_records({TopicPartition(internal, 0): -1})
     with pytest.raises(InvalidConfigError, match=r"cleanup\.policy"):
         admin.alter_configs(
-            {ConfigResource.topic(internal): [AlterConfig("cleanup.policy", "compact")]}
+            {ConfigResource.topic(internal): [AlterConfig("cleanup.policy", "delete")]}
         )
     with pytest.raises(TopicExistsError):
         admin.create_topics([NewTopic(internal, 1, 1)])
