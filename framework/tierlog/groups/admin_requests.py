@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from ..errors import (
     CoordinatorLoadInProgressError,
     GroupIdNotFoundError,
-    InvalidGroupIdError,
     NonEmptyGroupError,
     TierlogError,
     error_code_of,
@@ -65,11 +64,7 @@ def describe_groups(
 
 def _describe(coordinator: GroupCoordinator, group_id: str) -> gp.DescribedGroup:
     try:
-        if not group_id:
-            raise InvalidGroupIdError("a group id must not be empty")
-        shard = coordinator.shard_for(group_id)
-        with shard.lock:
-            shard.check_active()
+        with coordinator.locked_shard(group_id) as shard:
             group = shard.groups.get(group_id)
             if group is None or group.is_dead():
                 raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
@@ -90,11 +85,7 @@ def delete_groups(
 
 def _delete(coordinator: GroupCoordinator, group_id: str) -> int:
     try:
-        if not group_id:
-            raise InvalidGroupIdError("a group id must not be empty")
-        shard = coordinator.shard_for(group_id)
-        with shard.lock:
-            shard.check_active()
+        with coordinator.locked_shard(group_id) as shard:
             group = shard.groups.get(group_id)
             has_offsets = shard.offsets.has_offsets(group_id)
             if (group is None or group.is_dead()) and not has_offsets:

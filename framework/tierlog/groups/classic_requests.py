@@ -4,12 +4,13 @@ group, run the protocol step under the shard's lock, wait for a pending answer o
 from __future__ import annotations
 
 import concurrent.futures
+from collections.abc import Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import (
     InconsistentGroupProtocolError,
-    InvalidGroupIdError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
@@ -44,6 +45,19 @@ def _classic(shard: CoordinatorShard, group_id: str) -> ClassicGroup | None:
             f"group {group_id!r} is a {group.group_type.value} group"
         )
     return group
+
+
+@contextmanager
+def _existing_group(
+    coordinator: GroupCoordinator, group_id: str
+) -> Iterator[tuple[CoordinatorShard, ClassicGroup]]:
+    """The shard and classic group ``group_id`` names, under the shard's lock: the preamble of
+    every step but a join, which alone may create the group."""
+    with coordinator.locked_shard(group_id) as shard:
+        group = _classic(shard, group_id)
+        if group is None:
+            raise UnknownMemberIdError(f"group {group_id!r} does not exist")
+        yield shard, group
 
 
 def _replace_empty_group_of_another_type(shard: CoordinatorShard, group_id: str) -> None:
@@ -83,14 +97,7 @@ def join_group(coordinator: GroupCoordinator, request: gp.JoinGroupRequest) -> g
 
 
 def sync_group(coordinator: GroupCoordinator, request: gp.SyncGroupRequest) -> gp.SyncGroupResponse:
-    if not request.group_id:
-        raise InvalidGroupIdError("a group id must not be empty")
-    shard = coordinator.shard_for(request.group_id)
-    with shard.lock:
-        shard.check_active()
-        group = _classic(shard, request.group_id)
-        if group is None:
-            raise UnknownMemberIdError(f"group {request.group_id!r} does not exist")
+    with _existing_group(coordinator, request.group_id) as (shard, group):
         answer = cp.sync_group(shard, group, request)
         member = group.members.get(request.member_id)
         wait = (member.rebalance_timeout_ms if member else 0) + _WAIT_MARGIN_MS
@@ -98,28 +105,14 @@ def sync_group(coordinator: GroupCoordinator, request: gp.SyncGroupRequest) -> g
 
 
 def heartbeat(coordinator: GroupCoordinator, request: gp.HeartbeatRequest) -> gp.HeartbeatResponse:
-    if not request.group_id:
-        raise InvalidGroupIdError("a group id must not be empty")
-    shard = coordinator.shard_for(request.group_id)
-    with shard.lock:
-        shard.check_active()
-        group = _classic(shard, request.group_id)
-        if group is None:
-            raise UnknownMemberIdError(f"group {request.group_id!r} does not exist")
+    with _existing_group(coordinator, request.group_id) as (shard, group):
         return cp.heartbeat(shard, group, request)
 
 
 def leave_group(
     coordinator: GroupCoordinator, request: gp.LeaveGroupRequest
 ) -> gp.LeaveGroupResponse:
-    if not request.group_id:
-        raise InvalidGroupIdError("a group id must not be empty")
-    shard = coordinator.shard_for(request.group_id)
-    with shard.lock:
-        shard.check_active()
-        group = _classic(shard, request.group_id)
-        if group is None:
-            raise UnknownMemberIdError(f"group {request.group_id!r} does not exist")
+    with _existing_group(coordinator, request.group_id) as (shard, group):
         return cp.leave_group(shard, group, request)
 
 

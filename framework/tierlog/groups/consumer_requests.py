@@ -284,11 +284,7 @@ def _describe(
     coordinator: GroupCoordinator, image: ClusterImage, group_id: str
 ) -> DescribedConsumerGroup:
     try:
-        if not group_id:
-            raise InvalidGroupIdError("a group id must not be empty")
-        shard = coordinator.shard_for(group_id)
-        with shard.lock:
-            shard.check_active()
+        with coordinator.locked_shard(group_id) as shard:
             group = shard.groups.get(group_id)
             if group is None or group.is_dead():
                 raise GroupIdNotFoundError(f"Group {group_id} not found.")

@@ -154,11 +154,7 @@ def _fetch_group(
     coordinator: GroupCoordinator, request: gp.OffsetFetchRequestGroup
 ) -> gp.OffsetFetchResponseGroup:
     try:
-        if not request.group_id:
-            raise InvalidGroupIdError("a group id must not be empty")
-        shard = coordinator.shard_for(request.group_id)
-        with shard.lock:
-            shard.check_active()
+        with coordinator.locked_shard(request.group_id) as shard:
             group = shard.groups.get(request.group_id)
             if group is not None and (request.member_id is not None or request.member_epoch >= 0):
                 group.validate_offset_fetch(request.member_id, request.member_epoch)
@@ -215,11 +211,7 @@ def _fetch_error(
 def offset_delete(
     coordinator: GroupCoordinator, request: gp.OffsetDeleteRequest
 ) -> gp.OffsetDeleteResponse:
-    if not request.group_id:
-        raise InvalidGroupIdError("a group id must not be empty")
-    shard = coordinator.shard_for(request.group_id)
-    with shard.lock:
-        shard.check_active()
+    with coordinator.locked_shard(request.group_id) as shard:
         group = shard.groups.get(request.group_id)
         if (group is None or group.is_dead()) and not shard.offsets.has_offsets(request.group_id):
             raise GroupIdNotFoundError(f"group {request.group_id!r} does not exist")

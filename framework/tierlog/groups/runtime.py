@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    InvalidGroupIdError,
     NotCoordinatorError,
     TierlogError,
     TopicExistsError,
@@ -206,6 +208,17 @@ class GroupCoordinator:
             )
         shard.check_active()
         return shard
+
+    @contextlib.contextmanager
+    def locked_shard(self, group_id: str) -> Iterator[CoordinatorShard]:
+        """The active shard holding ``group_id``, under its lock: the preamble of every request
+        about one group (the shard may have unloaded between finding and locking it)."""
+        if not group_id:
+            raise InvalidGroupIdError("a group id must not be empty")
+        shard = self.shard_for(group_id)
+        with shard.lock:
+            shard.check_active()
+            yield shard
 
     def committed_offsets(self) -> dict[str, dict[TopicPartition, CommittedOffset]]:
         """Every group coordinated here with its committed offsets (for lag metrics): the
