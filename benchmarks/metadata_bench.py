@@ -65,60 +65,6 @@ def _partitions(count: int) -> list[Any]:
     return [TopicIdPartition.of(topic_id, "bench", n) for n in range(count)]
 
 
-def _publish(cluster: Any, partitions: list[Any], segments: int) -> int:
-    """Publishes every partition's STARTED and FINISHED events; returns how many."""
-    from tierlog.client import Producer
-    from tierlog.metadata.keys import event_key
-    from tierlog.metadata.partitioner import metadata_partition
-    from tierlog.metadata.serde import encode_event
-    from tierlog.model import (
-        RemoteLogSegmentId,
-        RemoteLogSegmentMetadata,
-        RemoteLogSegmentMetadataUpdate,
-        RemoteLogSegmentState,
-    )
-
-    # Seeds the topic as the runtime's own writer does: clients may not write it.
-    producer = Producer(
-        cluster.transport,
-        {"linger.ms": "20", "batch.size": str(1 << 20), "acks": "all"},
-        internal_topics_allowed=True,
-    )
-    sent = 0
-    for tip in partitions:
-        target = metadata_partition(tip, N_METADATA_PARTITIONS)
-        for n in range(segments):
-            start = n * 1000
-            started = RemoteLogSegmentMetadata(
-                remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
-                start_offset=start,
-                end_offset=start + 999,
-                max_timestamp_ms=1_700_000_000_000 + start,
-                broker_id=0,
-                event_timestamp_ms=1_700_000_000_000,
-                segment_size_in_bytes=1 << 20,
-                segment_leader_epochs=((0, start),),
-            )
-            finished = RemoteLogSegmentMetadataUpdate(
-                remote_log_segment_id=started.remote_log_segment_id,
-                event_timestamp_ms=1_700_000_000_001,
-                custom_metadata=None,
-                state=RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-                broker_id=0,
-            )
-            for event in (started, finished):
-                producer.send(
-                    "__remote_log_metadata",
-                    encode_event(event),
-                    key=event_key(event),
-                    partition=target,
-                )
-            sent += 2
-    producer.flush()
-    producer.close()
-    return sent
-
-
 def _time_to_ready(work: Path, partitions: list[Any], listed: list[int] | None = None) -> float:
     """Starts the broker, hands it every partition, returns the seconds until all are ready;
     appends to ``listed`` (when given) how many segments each partition then lists."""
@@ -166,7 +112,7 @@ def _raw_consume(work: Path, expected: int) -> float:
         return elapsed
 
 
-def _publish_cycles(cluster: Any, partitions: list[Any], segments: int, cycles: int) -> int:
+def _publish(cluster: Any, partitions: list[Any], segments: int, cycles: int = 1) -> int:
     """Publishes ``cycles`` generations of ``segments`` segments per partition as the manager
     would, every generation but the last expired (deleted, then tombstoned); returns how many
     records."""
@@ -295,7 +241,7 @@ def _cleaned_restart(
                 "delete.retention.ms": "0",
             },
         )
-        published = _publish_cycles(cluster, partitions, segments, cycles)
+        published = _publish(cluster, partitions, segments, cycles)
         _clean(cluster)
     left = [0, 0]  # counted once the broker has stopped, so no cleaning runs under the count
     for path in (work / "data" / "broker-0" / "logs").glob("__remote_log_metadata-*/*.log"):
