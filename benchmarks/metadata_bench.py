@@ -224,7 +224,7 @@ def _clean(cluster: Any) -> None:
 
 def _cleaned_restart(
     work: Path, partitions: list[Any], segments: int, cycles: int, segment_bytes: int
-) -> tuple[float, int, int]:
+) -> tuple[float, int, tuple[int, int]]:
     """Seconds to ready after a cold restart of a cleaned topic holding ``cycles`` generations;
     also the records published and the (records, batches) left."""
     from tierlog.cluster import EmbeddedCluster
@@ -232,7 +232,8 @@ def _cleaned_restart(
     with EmbeddedCluster(1, work / "data", _settings(work)) as cluster:
         host = cluster.broker(0).plugin_host
         assert host is not None
-        assert host.plugin_manager.get_plugin("topic").wait_initialized(60)
+        manager = host.plugin_manager.get_plugin("topic")
+        assert manager is not None and manager.wait_initialized(60)
         cluster.controller.alter_topic_configs(
             "__remote_log_metadata",
             {
@@ -283,7 +284,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
             host = cluster.broker(0).plugin_host
             assert host is not None
             plugin = host.plugin_manager.get_plugin("topic")
-            assert plugin.wait_initialized(60)
+            assert plugin is not None and plugin.wait_initialized(60)
             events = _publish(cluster, partitions, segments)
             # Held once before the clean stop, so the stop writes the checkpoint.
             host.metadata.on_partition_leadership_changes(frozenset(partitions), frozenset())
