@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -215,6 +218,28 @@ def test_a_member_that_does_not_rejoin_within_the_rebalance_timeout_is_dropped(
         assert joined.leader == b_first.member_id
         assert [m.member_id for m in joined.members] == [b_first.member_id]
         assert a.heartbeat("g", gen, a_id) == UNKNOWN_MEMBER_ID
+
+
+def test_a_join_waiting_for_its_rebalance_ends_when_its_client_hangs_up(
+    cluster: EmbeddedCluster,
+) -> None:
+    with connect(cluster) as a, connect(cluster) as b, ThreadPoolExecutor(1) as pool:
+        slow = {"rebalance_ms": 120_000, "session_ms": 120_000}
+        _stable_one(a, "g", **slow)
+        b_first = b.join("g", **slow)
+        port = b.sock.getsockname()[1]
+        # a never rejoins, so b's join would wait for a's two-minute timeouts.
+        waiting = pool.submit(b.join, "g", b_first.member_id, **slow)
+
+        def serving_b() -> bool:
+            return any(t.name.endswith(f":{port}") for t in threading.enumerate())
+
+        wait_until(serving_b, "b's connection to be served")
+        time.sleep(0.5)
+        assert not waiting.done(), "b's join was answered at once"
+        b.sock.shutdown(socket.SHUT_RDWR)
+        wait_until(lambda: not serving_b(), "b's connection thread to end", timeout=10)
+        assert waiting.exception(timeout=10) is not None  # b read no answer
 
 
 def test_followers_are_dropped_when_the_leader_never_assigns(cluster: EmbeddedCluster) -> None:

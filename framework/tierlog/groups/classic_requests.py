@@ -4,6 +4,7 @@ group, run the protocol step under the shard's lock, wait for a pending answer o
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ from ..errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from ..wire.peer import peer_connected
 from . import classic_protocol as cp
 from . import protocol as gp
 from .classic_group import ClassicGroup
@@ -27,15 +29,24 @@ T = TypeVar("T")
 
 #: Added to the longest wait a protocol step can take, before a waiting join gives up.
 _WAIT_MARGIN_MS = 5000
+#: How often a waiting join or sync looks whether its client is still connected.
+_PEER_CHECK_S = 1.0
 
 
 def _await(answer: T | Future[T], timeout_ms: int, expired: T) -> T:
+    """The answer once the rebalance gives it; ``expired`` after ``timeout_ms``, or as soon as
+    the client has hung up (the member stays until its timeouts remove it, as in Kafka, but no
+    thread waits on its behalf)."""
     if not isinstance(answer, Future):
         return answer
-    try:
-        return answer.result(timeout=timeout_ms / 1000)
-    except concurrent.futures.TimeoutError:
-        return expired
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return answer.result(timeout=max(0.0, min(left, _PEER_CHECK_S)))
+        except concurrent.futures.TimeoutError:
+            if left <= _PEER_CHECK_S or not peer_connected():
+                return expired
 
 
 def _classic(shard: CoordinatorShard, group_id: str) -> ClassicGroup | None:

@@ -50,6 +50,7 @@ from .endpoints import (
     parse_protocol_map,
 )
 from .metrics import NetworkMetrics, elapsed_ms, error_name
+from .peer import serving
 
 if TYPE_CHECKING:
     from ..server.broker import Broker
@@ -235,7 +236,8 @@ class WireListener:
                     received = time.perf_counter()
                     if metrics is not None:
                         metrics.received(len(frame))
-                    self._answer(conn, frame, slot, peer, endpoint, metrics, received)
+                    with serving(conn):
+                        self._answer(conn, frame, slot, peer, endpoint, metrics, received)
                 finally:
                     slot.release()
                 if metrics is not None:
