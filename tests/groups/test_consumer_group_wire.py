@@ -38,6 +38,7 @@ SETTINGS = {
 
 UNKNOWN_MEMBER_ID = 25
 INVALID_REQUEST = 42
+INVALID_GROUP_ID = 24
 GROUP_ID_NOT_FOUND = 69
 FENCED_MEMBER_EPOCH = 110
 UNSUPPORTED_ASSIGNOR = 112
@@ -201,6 +202,10 @@ def test_errors_are_kafkas(raw: RawClient, version: int) -> None:
         assert nameless.error_code == 0 and len(nameless.member_id) == 22
     else:
         assert nameless.error_code == INVALID_REQUEST  # from v1 the client names itself
+    # Record keys hold ids with a 16-bit length; longer ones are refused, not half-written.
+    overlong = join(raw, version, group, "m" * 32_768)
+    assert overlong.error_code == INVALID_REQUEST and "MemberId" in overlong.error_message
+    assert join(raw, version, "g" * 32_768, "member-a").error_code == INVALID_GROUP_ID
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -20,6 +20,7 @@ REBALANCE_IN_PROGRESS = 27
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+INVALID_GROUP_ID = 24
 
 
 def _member(client: GroupClient, group: str, *, sync: bool = True) -> tuple[str, int]:
@@ -61,6 +62,33 @@ def test_commit_refusals_per_partition(client: GroupClient) -> None:
     assert client.commit("none-such", {("t", 0): 1}, generation=3, member_id="m", version=8) == {
         ("t", 0): ILLEGAL_GENERATION
     }
+
+
+def test_names_no_partition_can_have_are_refused_per_partition(client: GroupClient) -> None:
+    codes = client.commit("odd", {("t", 0): 1, ("", 0): 1, ("t", -1): 1, ("x" * 40_000, 0): 1})
+    assert codes == {
+        ("t", 0): NONE,
+        ("", 0): UNKNOWN_TOPIC_OR_PARTITION,
+        ("t", -1): UNKNOWN_TOPIC_OR_PARTITION,
+        ("x" * 40_000, 0): UNKNOWN_TOPIC_OR_PARTITION,
+    }
+    _, found = client.fetch_offsets("odd", [("t", 0), ("", 0), ("t", -2)])
+    assert found == {("t", 0): (1, "", NONE), ("", 0): (-1, "", NONE), ("t", -2): (-1, "", NONE)}
+    deleted = client.delete_offsets("odd", "", [0])
+    assert [p.error_code for t in deleted.topics for p in t.partitions] == [
+        UNKNOWN_TOPIC_OR_PARTITION
+    ]
+    assert client.fetch_offsets("odd", [("t", 0)])[1] == {("t", 0): (1, "", NONE)}
+
+
+def test_a_group_id_longer_than_a_record_key_holds_is_invalid(client: GroupClient) -> None:
+    # Keys store the id with a 16-bit length: 32,767 bytes fit, one more does not.
+    longest = "g" * 32_767
+    assert client.commit(longest, {("t", 0): 7}) == {("t", 0): NONE}
+    assert client.fetch_offsets(longest, [("t", 0)])[1] == {("t", 0): (7, "", NONE)}
+    too_long = "é" * 16_384  # 32,768 bytes in UTF-8
+    assert client.commit(too_long, {("t", 0): 7}) == {("t", 0): INVALID_GROUP_ID}
+    assert client.fetch_offsets(too_long, [("t", 0)])[0] == INVALID_GROUP_ID
 
 
 def test_commits_are_fenced_by_generation_and_member(client: GroupClient) -> None:

@@ -10,6 +10,7 @@ from ..model import Uuid
 from .consumer_member import JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroupMember
 from .consumer_protocol import ConsumerGroupHeartbeatRequest
 from .consumer_target import compile_regex
+from .records import MAX_KEY_STRING_BYTES
 
 
 def validate(request: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...]) -> None:
@@ -20,6 +21,8 @@ def validate(request: ConsumerGroupHeartbeatRequest, assignors: tuple[str, ...])
         raise InvalidRequestError("InstanceId can't be empty.")
     if request.rack_id == "":
         raise InvalidRequestError("RackId can't be empty.")
+    if len(request.member_id.encode()) > MAX_KEY_STRING_BYTES:
+        raise InvalidRequestError(f"MemberId is longer than {MAX_KEY_STRING_BYTES} bytes.")
     epoch = request.member_epoch
     if epoch > 0 or epoch == LEAVE_EPOCH:
         if not request.member_id:

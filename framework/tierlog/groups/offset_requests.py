@@ -49,7 +49,7 @@ def offset_commit(
         raise InvalidGroupIdError("a group id must not be empty")
     image = coordinator.broker.controller.image()
     shard = coordinator.shard_for(request.group_id)
-    codes: dict[TopicPartition, int] = {}
+    codes: dict[tuple[str, int], int] = {}
     to_write: dict[TopicPartition, CommittedOffset] = {}
     now = now_ms()
     expire = now + request.retention_time_ms if request.retention_time_ms >= 0 else None
@@ -74,13 +74,14 @@ def offset_commit(
         )
         for topic in request.topics:
             for partition in topic.partitions:
-                tp = TopicPartition(topic.name, partition.partition_index)
-                if image.registration(tp) is None:
-                    codes[tp] = UnknownTopicOrPartitionError.code or 3
+                named = (topic.name, partition.partition_index)
+                tp = _topic_partition(*named)
+                if tp is None or image.registration(tp) is None:
+                    codes[named] = UnknownTopicOrPartitionError.code or 3
                     continue
                 metadata = partition.committed_metadata or ""
                 if len(metadata.encode()) > max_metadata:
-                    codes[tp] = OffsetMetadataTooLargeError.code or 12
+                    codes[named] = OffsetMetadataTooLargeError.code or 12
                     continue
                 to_write[tp] = CommittedOffset(
                     partition.committed_offset,
@@ -95,13 +96,13 @@ def offset_commit(
         except TierlogError as err:
             code = _commit_write_error(err)
             for tp in to_write:
-                codes[tp] = code
+                codes[tp.topic, tp.partition] = code
         else:
             if created and to_write:
                 shard.groups[request.group_id] = group
             for tp, committed in to_write.items():
                 shard.offsets.put(request.group_id, tp, committed)
-                codes[tp] = NONE
+                codes[tp.topic, tp.partition] = NONE
             if coordinator.metrics is not None:
                 coordinator.metrics.offset_commits.mark(len(to_write))
     return gp.OffsetCommitResponse(
@@ -111,7 +112,7 @@ def offset_commit(
                 [
                     gp.OffsetCommitResponsePartition(
                         p.partition_index,
-                        codes[TopicPartition(topic.name, p.partition_index)],
+                        codes[topic.name, p.partition_index],
                     )
                     for p in topic.partitions
                 ],
@@ -119,6 +120,14 @@ def offset_commit(
             for topic in request.topics
         ]
     )
+
+
+def _topic_partition(topic: str, partition: int) -> TopicPartition | None:
+    """The partition a request names, or None for a name or index no partition can have."""
+    try:
+        return TopicPartition(topic, partition)
+    except ValueError:
+        return None
 
 
 def _commit_write_error(err: TierlogError) -> int:
@@ -172,7 +181,8 @@ def _fetch_group(
     for name, indexes in wanted.items():
         partitions = []
         for index in indexes:
-            committed = offsets.get(TopicPartition(name, index))
+            asked = _topic_partition(name, index)
+            committed = None if asked is None else offsets.get(asked)
             if committed is None:
                 partitions.append(gp.OffsetFetchResponsePartitions(index))
             else:
@@ -219,21 +229,26 @@ def offset_delete(
             group.validate_offset_delete()
         subscribed = group.subscribed_topics() if group is not None else frozenset()
         in_use = not (group is None or group.is_empty())
-        codes: dict[TopicPartition, int] = {}
+        codes: dict[tuple[str, int], int] = {}
         records: list[CoordinatorRecord] = []
+        deleted: list[TopicPartition] = []
         for topic in request.topics:
             for partition in topic.partitions:
-                tp = TopicPartition(topic.name, partition.partition_index)
-                if in_use and (subscribed is None or topic.name in subscribed):
-                    codes[tp] = GroupSubscribedToTopicError.code or 86
+                named = (topic.name, partition.partition_index)
+                tp = _topic_partition(*named)
+                if tp is None:
+                    codes[named] = UnknownTopicOrPartitionError.code or 3
                     continue
-                codes[tp] = NONE
+                if in_use and (subscribed is None or topic.name in subscribed):
+                    codes[named] = GroupSubscribedToTopicError.code or 86
+                    continue
+                codes[named] = NONE
+                deleted.append(tp)
                 if shard.offsets.get(request.group_id, tp) is not None:
                     records.append(OffsetStore.record(request.group_id, tp, None))
         shard.append(records)
-        for tp, code in codes.items():
-            if code == NONE:
-                shard.offsets.remove(request.group_id, tp)
+        for tp in deleted:
+            shard.offsets.remove(request.group_id, tp)
         if coordinator.metrics is not None:
             coordinator.metrics.offset_deletions.mark(len(records))
     return gp.OffsetDeleteResponse(
@@ -243,7 +258,7 @@ def offset_delete(
                 topic.name,
                 [
                     gp.OffsetDeleteResponsePartition(
-                        p.partition_index, codes[TopicPartition(topic.name, p.partition_index)]
+                        p.partition_index, codes[topic.name, p.partition_index]
                     )
                     for p in topic.partitions
                 ],

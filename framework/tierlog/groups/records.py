@@ -25,6 +25,10 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
+#: The longest string a 16-bit length prefix holds: group ids, member ids and topics in keys.
+MAX_KEY_STRING_BYTES = 32767
+
+
 class Writer:
     """Appends Kafka's primitive types to a buffer."""
 

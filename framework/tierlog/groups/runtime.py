@@ -45,6 +45,7 @@ from .group import GroupType
 from .metrics import CoordinatorMetrics
 from .offsets import CommittedOffset
 from .partitioner import group_partition
+from .records import MAX_KEY_STRING_BYTES
 from .retention import delete_offsets_of_topics, expire_offsets
 from .shard import CoordinatorShard, ShardState
 from .timer import Timer
@@ -190,6 +191,12 @@ class GroupCoordinator:
 
     def shard_for(self, group_id: str) -> CoordinatorShard:
         """The active shard holding ``group_id``, or the error to answer."""
+        size = len(group_id.encode())
+        if size > MAX_KEY_STRING_BYTES:
+            # Record keys hold the id as a 16-bit length string; a longer id could never be kept.
+            raise InvalidGroupIdError(
+                f"a group id must be at most {MAX_KEY_STRING_BYTES} bytes in UTF-8, not {size}"
+            )
         partition = self.partition_for(group_id)
         shard = self.shard(partition)
         if shard is None:
