@@ -18,6 +18,7 @@ import importlib.util
 import socket
 import struct
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from types import TracebackType
@@ -161,7 +162,10 @@ def recording(
 ) -> Iterator[tuple[EmbeddedCluster, RecordingProxy]]:
     """A one-broker cluster that advertises a recording proxy in front of its listener."""
     with RecordingProxy() as proxy:
-        cluster = make_listening(advertised_listeners=f"PLAINTEXT://127.0.0.1:{proxy.port}")
+        cluster = make_listening(
+            advertised_listeners=f"PLAINTEXT://127.0.0.1:{proxy.port}",
+            group_initial_rebalance_delay_ms=0,
+        )
         bound = cluster.listener(0).bound[0]
         proxy.upstream = (bound.host, bound.port)
         yield cluster, proxy
@@ -169,16 +173,21 @@ def recording(
 
 def record_client_frames(proxy: RecordingProxy, topic: str) -> list[Frame]:
     """Every installed client produces to ``topic`` (which must exist, with 2 partitions) with
-    each codec and reads its records back with ``assign()``; the frames they sent."""
+    each codec and reads its records back with ``assign()``, then as a member of a consumer
+    group that commits and that an admin client lists, describes and deletes; the frames they
+    sent."""
     address = f"127.0.0.1:{proxy.port}"
     runs = {
         "kafka-python": _kafka_python,
         "confluent-kafka": _confluent,
         "aiokafka": _aiokafka,
     }
+    groups = {"kafka-python": _kafka_python_group, "confluent-kafka": _confluent_group}
     for client in installed_clients():
         proxy.client = client
         runs[client](address, topic)
+        if client in groups:
+            groups[client](address, topic)
     return proxy.recorded()
 
 
@@ -228,6 +237,69 @@ def _kafka_python(address: str, topic: str) -> None:
         if got == set(expected):
             break
     assert got == set(expected), "kafka-python did not read back what it produced"
+
+
+def _kafka_python_group(address: str, topic: str) -> None:
+    """The classic protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, OffsetCommit,
+    OffsetFetch, LeaveGroup) and the group admin APIs."""
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+    group = "frames-kafka-python"
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=address,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=10_000,
+        heartbeat_interval_ms=200,
+    )
+    read = 0
+    for _ in consumer:
+        read += 1
+        if read == 10:
+            break
+    time.sleep(1)  # the background thread heartbeats meanwhile
+    consumer.commit()
+    consumer.close()
+    assert read == 10, "kafka-python read nothing as a group member"
+    admin = KafkaAdminClient(bootstrap_servers=address)
+    try:
+        assert group in {listed["group_id"] for listed in admin.list_groups()}
+        admin.describe_groups([group])
+        assert admin.list_group_offsets(group), "the group committed nothing"
+        admin.delete_groups([group])
+    finally:
+        admin.close()
+
+
+def _confluent_group(address: str, topic: str) -> None:
+    """The consumer protocol (ConsumerGroupHeartbeat) and ConsumerGroupDescribe."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient
+
+    group = "frames-confluent"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": address,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    read = 0
+    for _ in range(100):
+        for message in consumer.consume(num_messages=100, timeout=0.1):
+            read += message.error() is None
+        if read:
+            break
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert read, "confluent-kafka read nothing as a group member"
+    admin = AdminClient({"bootstrap.servers": address})
+    admin.describe_consumer_groups([group])[group].result(timeout=10)
 
 
 def _confluent(address: str, topic: str) -> None:

@@ -58,6 +58,9 @@ from .frames import first_of_each_kind, record_client_frames, recording
 SEED = 20_261_121
 #: Request frames the listener must read whole.
 FRAMES = 100_000
+#: The consumer group APIs every corpus seeds: OffsetCommit, OffsetFetch, FindCoordinator,
+#: JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups, DeleteGroups.
+GROUP_APIS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42})
 #: Connections open at once: a long-polling fetch holds only its own.
 AT_ONCE = 8
 #: Most frames one connection carries before its closing frame.
@@ -582,6 +585,8 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
     with recording(make_listening) as (recorded, proxy):
         Admin(recorded.transport).create_topics([NewTopic("corpus", 2, 1)])
         recorded_frames = record_client_frames(proxy, "corpus")
+    recorded_apis = {frame.api_key for frame in recorded_frames}
+    assert recorded_apis >= GROUP_APIS, f"no seed for API keys {GROUP_APIS - recorded_apis}"
     corpus = [frame.data for frame in first_of_each_kind(recorded_frames)]
     (tmp_path / "corpus").write_bytes(b"".join(_framed(frame) for frame in corpus))
     Mutator(corpus)  # fails here, not in the fuzzer's process, if no frame decodes
@@ -606,6 +611,7 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
 
     caplog.clear()
     threads = threading.active_count()
+    names_before = {thread.name for thread in threading.enumerate()}
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     before, started = delivered(), time.monotonic()
     with fuzzing((bound.host, bound.port), corpus, SEED) as fuzz:
@@ -626,7 +632,8 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
     assert broker_log.refusals <= frames
 
     assert _wait_for(lambda: threading.active_count() <= threads + 2), (
-        f"{threading.active_count()} threads, {threads} before the fuzz"
+        f"{threading.active_count()} threads, {threads} before the fuzz; new: "
+        f"{sorted({t.name for t in threading.enumerate()} - names_before)}"
     )
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_kib) / 1024
     assert grown_mib < 200, f"peak memory grew by {grown_mib:.0f} MiB"
