@@ -13,8 +13,9 @@ Hooks come in four groups:
   broker-ready once the runtime serves requests, then close in reverse order. If a configure or
   a metrics registration raises, no later phase runs for anyone, the plugins already configured
   are closed, and the error names the plugin. Close reaches every plugin even when one raises.
-* **RemoteStorageManager** — copy, fetch and delete segment data. One provider per runtime, chosen
-  by its plugin name in ``remote.log.storage.manager.name``.
+* **RemoteStorageManager** — copy, fetch and delete segment data, and optionally say where a
+  segment's bytes are stored. One provider per runtime, chosen by its plugin name in
+  ``remote.log.storage.manager.name``.
 * **RemoteLogMetadataManager** — the authoritative record of remote segments and their states.
   One provider per runtime, chosen by name in ``remote.log.metadata.manager.name``.
 * **Extensions** — configuration declarations and CLI commands.
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     import click
 
     from .config import ConfigDef
+    from .locations import SegmentLocation
     from .metrics import MetricsView
     from .model import (
         CustomMetadata,
@@ -158,6 +160,39 @@ def tierlog_fetch_log_segment(
     :return: a readable binary stream; the caller closes it.
     :raises tierlog.errors.RemoteResourceNotFoundError: the segment is not (or not fully) there.
     :raises tierlog.errors.RemoteStorageError: any other failure.
+    """
+
+
+@hookspec(firstresult=True)
+def tierlog_locate_log_segment(
+    remote_log_segment_metadata: RemoteLogSegmentMetadata,
+    start_position: int,
+    end_position: int | None,
+    expires_in_s: int,
+) -> SegmentLocation | None:
+    """Where the bytes ``tierlog_fetch_log_segment`` would return for this range are stored, so
+    a reader that cannot call the plugin (Spark's JVM reader, on its executors) reads them itself.
+
+    Optional: a provider without it, or one that returns None, is read through
+    ``tierlog_fetch_log_segment`` only. Return None when the objects cannot be reached from
+    elsewhere (an in-memory filesystem, a store without signed URLs).
+
+    :param start_position: byte position in the segment file, inclusive, ``>= 0``, as for
+        ``tierlog_fetch_log_segment``.
+    :param end_position: last byte position, inclusive, or None for the end of the segment; a
+        value past the end is cut to the end, as for ``tierlog_fetch_log_segment``.
+    :param expires_in_s: how long URLs in the answer must stay valid (signed URLs), in seconds.
+    :return: a ``tierlog.locations.SegmentLocation`` whose ``start`` is ``start_position`` and
+        whose ``end`` is **exclusive** (the last byte position plus one, cut to the segment's
+        size): either one object holding the segment's bytes as they are, or the stored chunks
+        (compression, nonce, associated data, CRC-32C) that decode to them, with the data key
+        when they are encrypted. ``tierlog.locations.read_location`` must give exactly the
+        bytes a fetch gives. The unwrapped data key travels with the location: Spark ships it
+        to the executors inside the task, as it ships the plugin's settings (the key ring
+        itself) to them for the Python reader.
+    :raises tierlog.errors.RemoteResourceNotFoundError: the segment is not (or not fully) there.
+    :raises tierlog.errors.RemoteStorageError: any other failure, including a start position
+        past the end, as for ``tierlog_fetch_log_segment``.
     """
 
 
@@ -358,6 +393,9 @@ REMOTE_STORAGE_MANAGER_HOOKS = (
     "tierlog_fetch_index",
     "tierlog_delete_log_segment_data",
 )
+
+#: Storage hooks a provider may leave out (a reader then only fetches through the plugin).
+REMOTE_STORAGE_MANAGER_OPTIONAL_HOOKS = ("tierlog_locate_log_segment",)
 
 #: Hooks a metadata provider must implement.
 REMOTE_LOG_METADATA_MANAGER_HOOKS = (

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO, TypeVar
 import pluggy
 
 from .errors import PluginError, RemoteStorageError, TierlogError
+from .locations import DEFAULT_EXPIRES_IN_S, SegmentLocation
 from .model import (
     CustomMetadata,
     IndexType,
@@ -58,7 +59,7 @@ class _Facade:
 
 
 class RemoteStorageManager(_Facade):
-    """Copy, fetch and delete segment data through the chosen storage plugin."""
+    """Copy, fetch, locate and delete segment data through the chosen storage plugin."""
 
     role = "RemoteStorageManager"
 
@@ -88,12 +89,7 @@ class RemoteStorageManager(_Facade):
         start_position: int,
         end_position: int | None = None,
     ) -> BinaryIO:
-        if start_position < 0:
-            raise ValueError(f"start_position must be >= 0, got {start_position}")
-        if end_position is not None and end_position < start_position:
-            raise ValueError(
-                f"end_position {end_position} is before start_position {start_position}"
-            )
+        _check_range(start_position, end_position)
         hook = "tierlog_fetch_log_segment"
         stream = self._call(
             hook,
@@ -102,6 +98,48 @@ class RemoteStorageManager(_Facade):
             end_position=end_position,
         )
         return _readable(self, hook, stream)
+
+    def can_locate(self) -> bool:
+        """Whether the plugin implements ``tierlog_locate_log_segment`` (it may still answer
+        None for a segment it cannot locate)."""
+        return self._has("tierlog_locate_log_segment")
+
+    def locate_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None = None,
+        expires_in_s: int = DEFAULT_EXPIRES_IN_S,
+    ) -> SegmentLocation | None:
+        """Where the bytes of ``fetch_log_segment`` with the same range are stored, or None
+        when the plugin cannot say. The location's ``end`` is exclusive."""
+        _check_range(start_position, end_position)
+        if isinstance(expires_in_s, bool) or not isinstance(expires_in_s, int) or expires_in_s <= 0:
+            raise ValueError(
+                f"expires_in_s must be a positive number of seconds, got {expires_in_s!r}"
+            )
+        hook = "tierlog_locate_log_segment"
+        if not self._has(hook):
+            return None
+        result = self._call(
+            hook,
+            remote_log_segment_metadata=remote_log_segment_metadata,
+            start_position=start_position,
+            end_position=end_position,
+            expires_in_s=expires_in_s,
+        )
+        if result is None:
+            return None
+        location = self._expect(hook, result, SegmentLocation, "SegmentLocation or None")
+        stop = None if end_position is None else end_position + 1
+        if location.start != start_position or (stop is not None and location.end > stop):
+            shown = "None" if end_position is None else end_position
+            raise PluginError(
+                f"{self.role} plugin {self.provider!r} located bytes [{location.start}, "
+                f"{location.end}) for the range [{start_position}, {shown}]; a location starts "
+                "at start_position and ends (exclusive) at most one past end_position"
+            )
+        return location
 
     def fetch_index(
         self, remote_log_segment_metadata: RemoteLogSegmentMetadata, index_type: IndexType
@@ -119,6 +157,13 @@ class RemoteStorageManager(_Facade):
             "tierlog_delete_log_segment_data",
             remote_log_segment_metadata=remote_log_segment_metadata,
         )
+
+
+def _check_range(start_position: int, end_position: int | None) -> None:
+    if start_position < 0:
+        raise ValueError(f"start_position must be >= 0, got {start_position}")
+    if end_position is not None and end_position < start_position:
+        raise ValueError(f"end_position {end_position} is before start_position {start_position}")
 
 
 def _readable(facade: _Facade, hook: str, stream: Any) -> BinaryIO:

@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import attrs
 import pytest
 from tierlog import hookimpl
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.locations import ObjectLocation, SegmentLocation, StoredChunk
 from tierlog.log.snapshot import decode_snapshot
 from tierlog.metadata import InMemoryRemoteLogMetadataManager
 from tierlog.model import (
@@ -45,6 +47,51 @@ class OffByOneRangeStorage(DirectoryStorageManager):
     ) -> BinaryIO:
         end = None if end_position is None else end_position - 1
         return super().tierlog_fetch_log_segment(remote_log_segment_metadata, start_position, end)
+
+
+class ExclusiveEndLocateStorage(DirectoryStorageManager):
+    """Locates ``[start, end_position)``: the location of every bounded range misses its last
+    byte (a fetch of the same range does not)."""
+
+    @hookimpl
+    def tierlog_locate_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None,
+    ) -> SegmentLocation:
+        location = super().tierlog_locate_log_segment(
+            remote_log_segment_metadata, start_position, end_position
+        )
+        if end_position is None:
+            return location
+        return attrs.evolve(location, end=max(start_position, min(end_position, location.end)))
+
+
+class ShiftedChunkLocateStorage(DirectoryStorageManager):
+    """Describes the segment file as one stored chunk, but one byte off from where the range is."""
+
+    @hookimpl
+    def tierlog_locate_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None,
+    ) -> SegmentLocation:
+        location = super().tierlog_locate_log_segment(
+            remote_log_segment_metadata, start_position, end_position
+        )
+        if location.whole is None or location.size == 0:
+            return location
+        shift = 1 if location.start == 0 else -1
+        chunk = StoredChunk(
+            location=ObjectLocation(path=location.whole.path),
+            stored_start=location.start + shift,
+            stored_end=location.end + shift,
+            plain_start=location.start,
+            plain_end=location.end,
+        )
+        return SegmentLocation.of_chunks([chunk], location.start, location.end)
 
 
 class NonIdempotentDeleteStorage(DirectoryStorageManager):
@@ -239,6 +286,37 @@ def test_an_off_by_one_range_read_fails_the_fetch_contract(pytester: pytest.Pyte
     broken = violations(result)
     assert len(broken) == len(failed), broken
     assert all("contract tierlog_fetch_log_segment" in line for line in broken), broken
+
+
+def test_a_locate_off_by_one_at_the_end_fails_the_locate_contract(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_contract(pytester, STORAGE_RUN, ExclusiveEndLocateStorage, "-k", "locate")
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_locate_log_segment: a location of [[]start, end[]] covers segment "
+            "bytes [[]start, end + 1), its end exclusive*",
+        ]
+    )
+    failed = failed_tests(result)
+    assert "test_locate_yields_the_bytes_fetch_returns[first-byte]" in failed
+    assert "test_locate_yields_the_bytes_fetch_returns[whole-segment]" not in failed
+    broken = violations(result)
+    assert len(broken) == len(failed), broken
+    assert all("contract tierlog_locate_log_segment" in line for line in broken), broken
+
+
+def test_a_location_of_the_wrong_bytes_fails_the_locate_contract(
+    pytester: pytest.Pytester,
+) -> None:
+    result = run_contract(pytester, STORAGE_RUN, ShiftedChunkLocateStorage, "-k", "locate")
+    result.stdout.fnmatch_lines(
+        [
+            "*contract tierlog_locate_log_segment: a location gives exactly the bytes "
+            "fetch_log_segment returns for the same range (exactly-one-batch: *",
+        ]
+    )
+    assert "test_locate_yields_the_bytes_fetch_returns[exactly-one-batch]" in failed_tests(result)
 
 
 def test_a_non_idempotent_delete_fails_the_delete_contract(pytester: pytest.Pytester) -> None:

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 
 from .. import hookimpl
 from ..errors import InvalidConfigError, RemoteResourceNotFoundError, RemoteStorageError
+from ..locations import ObjectLocation, SegmentLocation
 from ..model import CustomMetadata, IndexType, LogSegmentData, RemoteLogSegmentMetadata
 
 LOG_FILE = "segment.log"
@@ -109,6 +110,32 @@ class DirectoryStorageManager:
         last = size - 1 if end_position is None else min(end_position, size - 1)
         stream.seek(start_position)
         return io.BufferedReader(_Window(stream, last - start_position + 1))
+
+    @hookimpl
+    def tierlog_locate_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None,
+    ) -> SegmentLocation:
+        """The ``.log`` file itself: it holds the segment's bytes as they are."""
+        path = (self.segment_dir(remote_log_segment_metadata) / LOG_FILE).absolute()
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError as err:
+            raise RemoteResourceNotFoundError(
+                f"segment {remote_log_segment_metadata.remote_log_segment_id} has no segment in "
+                "remote storage"
+            ) from err
+        except OSError as err:
+            raise RemoteStorageError(f"cannot stat {path}: {err}") from err
+        if start_position >= size and not start_position == size == 0:
+            raise RemoteStorageError(
+                f"start position {start_position} is past the end of segment "
+                f"{remote_log_segment_metadata.remote_log_segment_id} ({size} bytes)"
+            )
+        stop = size if end_position is None else min(end_position + 1, size)
+        return SegmentLocation.of_object(ObjectLocation(path=str(path)), start_position, stop)
 
     @hookimpl
     def tierlog_fetch_index(

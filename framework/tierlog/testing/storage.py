@@ -24,8 +24,14 @@ import attrs
 import pytest
 
 from ..config import BrokerConfig
-from ..errors import InvalidConfigError, RemoteResourceNotFoundError, RemoteStorageError
+from ..errors import (
+    InvalidConfigError,
+    PluginError,
+    RemoteResourceNotFoundError,
+    RemoteStorageError,
+)
 from ..host import PluginHost
+from ..locations import SegmentLocation, read_location
 from ..model import (
     CustomMetadata,
     IndexType,
@@ -45,6 +51,7 @@ COPY = "tierlog_copy_log_segment_data"
 FETCH = "tierlog_fetch_log_segment"
 FETCH_INDEX = "tierlog_fetch_index"
 DELETE = "tierlog_delete_log_segment_data"
+LOCATE = "tierlog_locate_log_segment"
 CONFIGURE = "tierlog_configure"
 CLOSE = "tierlog_close"
 
@@ -502,6 +509,113 @@ class StorageManagerContract:
                 "RemoteResourceNotFoundError",
             ):
                 read_index(storage, absent.metadata, index_type)
+
+    # --- locate (optional) -----------------------------------------------------------------
+
+    def locate(
+        self,
+        storage: RemoteStorageManager,
+        metadata: RemoteLogSegmentMetadata,
+        start: int,
+        end: int | None,
+    ) -> SegmentLocation:
+        """The plugin's location of ``[start, end]``; the test is skipped when the plugin has
+        no locate hook or cannot locate segments on this storage (it answers None)."""
+        if not storage.can_locate():
+            pytest.skip("the plugin does not implement tierlog_locate_log_segment (optional)")
+        shown = "None" if end is None else end
+        try:
+            location = storage.locate_log_segment(metadata, start, end)
+        except PluginError as err:
+            raise ContractViolation(
+                LOCATE,
+                f"locate answers a SegmentLocation of the range asked for ([{start}, {shown}]) "
+                "or None",
+                str(err),
+            ) from err
+        if location is None:
+            pytest.skip("the plugin cannot locate segments on this storage (locate answers None)")
+        return location
+
+    @pytest.mark.parametrize("border", list(RANGES))
+    def test_locate_yields_the_bytes_fetch_returns(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory, border: str
+    ) -> None:
+        """Read with the reference reader, a location gives exactly what a fetch of the same
+        range gives: a reader outside the plugin (Spark's JVM reader) sees the same segment.
+        The bytes are compared with the copied file, so a broken fetch fails the fetch tests
+        and a broken locate these."""
+        segment = make_segment()
+        finished = self.copy(storage, segment)
+        start, end = RANGES[border](segment)
+        stop = segment.size if end is None else min(end + 1, segment.size)
+        shown = "None (to the end)" if end is None else end
+        location = self.locate(storage, finished, start, end)
+        check_equal(
+            (location.start, location.end),
+            (start, stop),
+            LOCATE,
+            f"a location of [start, end] covers segment bytes [start, end + 1), its end "
+            f"exclusive and cut to the segment's size ({border}: [{start}, {shown}] of a "
+            f"{segment.size}-byte segment)",
+        )
+        try:
+            got = read_location(location, where=f"the location of [{start}, {shown}]")
+        except RemoteStorageError as err:
+            raise ContractViolation(
+                LOCATE,
+                f"a location can be read by the reference reader ({border})",
+                f"{type(err).__name__}: {err}",
+            ) from err
+        expected = segment.log[start:stop]  # what the fetch contract holds a fetch to
+        if got != expected:
+            raise ContractViolation(
+                LOCATE,
+                f"a location gives exactly the bytes fetch_log_segment returns for the same range "
+                f"({border}: [{start}, {shown}] of a {segment.size}-byte segment must give "
+                f"{_count(len(expected))})",
+                _difference(got, expected, start),
+            )
+
+    def test_locate_of_a_segment_never_copied_is_not_found(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        if not storage.can_locate():
+            pytest.skip("the plugin does not implement tierlog_locate_log_segment (optional)")
+        self.copy(storage, make_segment())
+        absent = make_segment(base_offset=1_000)
+        with expect_error(
+            RemoteResourceNotFoundError,
+            LOCATE,
+            "locating a segment that is not there raises RemoteResourceNotFoundError, as a "
+            "fetch does",
+        ):
+            storage.locate_log_segment(absent.metadata, 0, None)
+
+    def test_locate_from_past_the_end_fails_as_fetch_does(
+        self, storage: RemoteStorageManager, make_segment: SegmentFactory
+    ) -> None:
+        segment = make_segment()
+        finished = self.copy(storage, segment)
+        self.locate(storage, finished, 0, None)
+        start = segment.size + 100
+        if self.fetch_past_end_raises:
+            with expect_error(
+                RemoteStorageError,
+                LOCATE,
+                f"locating from past the end ({start} of {segment.size} bytes) raises "
+                "RemoteStorageError, as a fetch does (fetch_past_end_raises = True)",
+            ):
+                storage.locate_log_segment(finished, start, None)
+        else:
+            location = storage.locate_log_segment(finished, start, None)
+            check(
+                location is None or read_location(location) == b"",
+                LOCATE,
+                f"locating from past the end ({start} of {segment.size} bytes) gives an empty "
+                "location, as a fetch gives an empty stream (fetch_past_end_raises = False)",
+                location,
+            )
 
     # --- indexes ---------------------------------------------------------------------------
 

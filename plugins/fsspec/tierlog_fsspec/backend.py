@@ -23,6 +23,7 @@ from tierlog.errors import (
     RetriableRemoteStorageError,
     TierlogError,
 )
+from tierlog.locations import ObjectLocation
 
 from .localcopy import copy_checksummed
 from .metrics import PartitionMetrics
@@ -84,6 +85,25 @@ class Backend:
 
     def size(self, path: str, metrics: PartitionMetrics, what: str) -> int:
         return int(self._run("get", path, what, metrics, lambda: self.fs.size(path)))
+
+    def object_location(self, path: str, expires_in_s: int, what: str) -> ObjectLocation | None:
+        """Where another process reads the object itself: its absolute path on a local
+        filesystem, a signed URL valid ``expires_in_s`` seconds where the filesystem can sign
+        (s3fs), or None (an in-memory filesystem, a store without signed URLs)."""
+        if self.local:
+            return ObjectLocation(path=os.path.abspath(self.fs._strip_protocol(path)))
+        try:
+            url = self.fs.sign(path, expiration=expires_in_s)
+        except NotImplementedError:
+            return None
+        except Exception as err:
+            raise RemoteStorageError(
+                f"{what}: cannot sign a URL for {path}: {type(err).__name__}: "
+                f"{self.scrubber.text(str(err))}"
+            ) from self.scrubber.cause(err)
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            return None
+        return ObjectLocation(url=url)
 
     def put_file(
         self, local_path: str, path: str, size: int, metrics: PartitionMetrics, what: str

@@ -38,6 +38,12 @@ def checksum(data: bytes | bytearray | memoryview, previous: int = 0) -> int:
     return int(crc32c.crc32c(data, previous))
 
 
+def nonce_and_aad(upload_id: bytes, object_id: int, index: int) -> tuple[bytes, bytes]:
+    """The GCM nonce and associated data of chunk ``index`` of object ``object_id``."""
+    position = _NONCE.pack(object_id, index)
+    return position, _AAD_PREFIX + upload_id + position
+
+
 def producer_compressed(head: bytes) -> bool:
     """Whether the segment's first record batch (v2) was compressed by its producer."""
     if len(head) < _RECORD_BATCH_ATTRIBUTES_OFFSET + 2 or head[_RECORD_BATCH_MAGIC_OFFSET] != 2:
@@ -71,8 +77,7 @@ class ChunkCodec:
         return self.compression_level is None and self._aead is None
 
     def _nonce_and_aad(self, object_id: int, index: int) -> tuple[bytes, bytes]:
-        position = _NONCE.pack(object_id, index)
-        return position, _AAD_PREFIX + self.upload_id + position
+        return nonce_and_aad(self.upload_id, object_id, index)
 
     def compress(self, plain: bytes | memoryview) -> bytes | None:
         """The zstd frame of ``plain``, or None when compression is off or saves nothing."""

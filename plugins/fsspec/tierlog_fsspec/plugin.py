@@ -15,6 +15,7 @@ from tierlog.errors import LifecycleError
 
 if TYPE_CHECKING:
     from tierlog.config import ConfigDef
+    from tierlog.locations import SegmentLocation
     from tierlog.metrics import MetricsView
     from tierlog.model import (
         CustomMetadata,
@@ -86,6 +87,18 @@ class FsspecRemoteStorageManager:
         end_position: int | None,
     ) -> BinaryIO:
         return self.storage().fetch(remote_log_segment_metadata, start_position, end_position)
+
+    @tierlog.hookimpl
+    def tierlog_locate_log_segment(
+        self,
+        remote_log_segment_metadata: RemoteLogSegmentMetadata,
+        start_position: int,
+        end_position: int | None,
+        expires_in_s: int,
+    ) -> SegmentLocation | None:
+        return self.storage().locate(
+            remote_log_segment_metadata, start_position, end_position, expires_in_s
+        )
 
     @tierlog.hookimpl
     def tierlog_fetch_index(

@@ -17,6 +17,7 @@ import time
 from typing import Any, BinaryIO
 
 from tierlog.errors import InvalidConfigError, RemoteResourceNotFoundError, RemoteStorageError
+from tierlog.locations import SegmentLocation
 from tierlog.model import (
     CustomMetadata,
     IndexType,
@@ -32,6 +33,7 @@ from .config import CACHE_DISK, CACHE_MEMORY, FsspecStorageConfig
 from .fetcher import ChunkFetcher, OpenSegment
 from .keyring import KeyRing
 from .layout import SegmentObjects, UploadRecord, segment_objects
+from .locate import locate_segment
 from .manifest import Encryption, SegmentManifest
 from .metrics import StorageMetrics
 from .reader import SegmentReader
@@ -46,6 +48,16 @@ MANIFEST_CACHE_ENTRIES = 1024
 
 class InvalidRangeError(RemoteStorageError, ValueError):
     """A fetch starts past the end of the segment."""
+
+
+def _stop(segment: OpenSegment, start: int, end: int | None) -> int:
+    """Where a read of ``[start, end]`` stops (exclusive); a start past the end is an error."""
+    size = segment.manifest.size
+    if (start >= size and size > 0) or start > size:
+        raise InvalidRangeError(
+            f"{segment.where}: start position {start} is past the end of the segment ({size} bytes)"
+        )
+    return size if end is None else min(end + 1, size)
 
 
 def describe(metadata: RemoteLogSegmentMetadata) -> str:
@@ -166,14 +178,27 @@ class FsspecStorage:
 
     def fetch(self, metadata: RemoteLogSegmentMetadata, start: int, end: int | None) -> BinaryIO:
         segment = self.open_segment(metadata)
-        size = segment.manifest.size
-        if (start >= size and size > 0) or start > size:
-            raise InvalidRangeError(
-                f"{segment.where}: start position {start} is past the end of the segment "
-                f"({size} bytes)"
-            )
-        stop = size if end is None else min(end + 1, size)
+        stop = _stop(segment, start, end)
         return SegmentReader(self.fetcher, segment, start, stop)  # type: ignore[return-value]
+
+    def locate(
+        self,
+        metadata: RemoteLogSegmentMetadata,
+        start: int,
+        end: int | None,
+        expires_in_s: int,
+    ) -> SegmentLocation | None:
+        """Where the bytes ``fetch`` would return are stored (see :mod:`tierlog_fsspec.locate`)."""
+        segment = self.open_segment(metadata)
+        stop = _stop(segment, start, end)
+        return locate_segment(
+            self.backend,
+            segment,
+            start,
+            stop,
+            expires_in_s,
+            self._data_key(segment.manifest.encryption, segment.where),
+        )
 
     def fetch_index(self, metadata: RemoteLogSegmentMetadata, index_type: IndexType) -> BinaryIO:
         segment = self.open_segment(metadata)
