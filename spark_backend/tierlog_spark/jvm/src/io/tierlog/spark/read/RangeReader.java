@@ -401,6 +401,7 @@ public final class RangeReader implements Closeable {
             return false;
         }
         parseRecord(records, recordsStart, recordsEnd);
+        checkHeaderKeys(records, recordsEnd, recordsStart);
         if (keyLength < 4) {
             throw corrupt(at, "control record key must hold at least 4 bytes, not " + Math.max(keyLength, 0));
         }
@@ -424,6 +425,7 @@ public final class RangeReader implements Closeable {
         int p = recordPosition;
         int left = recordsLeft;
         while (left > 0 && row < limit) {
+            int recordStart = p;
             p = parseRecord(buf, p, end);
             left--;
             long offset = base + offsetDelta;
@@ -454,8 +456,14 @@ public final class RangeReader implements Closeable {
                     valueColumn.putByteArray(row, buf, valueStart, valueLength);
                 }
             }
-            if (headersColumn != null) {
-                putHeaders(row, buf, end);
+            if (headerCount > 0) {
+                // Like the Python reader, only the keys of rows kept must be UTF-8.
+                checkHeaderKeys(buf, end, recordStart);
+                if (headersColumn != null) {
+                    putHeaders(row, buf, end);
+                }
+            } else if (headersColumn != null) {
+                headersColumn.putArray(row, headerEntries.getElementsAppended(), 0);
             }
             if (sequenceColumn != null) {
                 sequenceColumn.putInt(row, sequence());
@@ -522,6 +530,23 @@ public final class RangeReader implements Closeable {
         return millis * 1000;
     }
 
+    /** Checks that the parsed record's header keys are UTF-8, as Spark strings must be. */
+    private void checkHeaderKeys(byte[] buf, int end, int recordStart) throws CorruptRecordException {
+        int p = headersStart;
+        for (int i = 0; i < headerCount; i++) {
+            long v = varint(buf, p, end, p);
+            int length = (int) (v >> 32);
+            p = (int) v;
+            if (!Utf8.isValid(buf, p, length)) {
+                throw recordError(recordStart, "header key is not valid UTF-8");
+            }
+            p += length;
+            v = varint(buf, p, end, p);
+            length = (int) (v >> 32);
+            p = (int) v + Math.max(length, 0);
+        }
+    }
+
     /** Appends the parsed record's headers (already checked by {@link #parseRecord}). */
     private void putHeaders(int row, byte[] buf, int end) throws CorruptRecordException {
         int first = headerEntries.getElementsAppended();
@@ -548,8 +573,9 @@ public final class RangeReader implements Closeable {
     }
 
     /**
-     * Parses and checks the record at {@code p} (exactly as the core's record decoder does),
-     * leaving its fields in this reader's record fields; returns where the next record starts.
+     * Parses and checks the record at {@code p} (as the core's record decoder does, but for the
+     * header keys' UTF-8, which {@link #checkHeaderKeys} checks for the rows kept), leaving its
+     * fields in this reader's record fields; returns where the next record starts.
      */
     private int parseRecord(byte[] buf, int p, int end) throws CorruptRecordException {
         final int start = p;
@@ -630,9 +656,6 @@ public final class RangeReader implements Closeable {
                 }
                 if (length > recordEnd - p) {
                     throw recordError(start, "header key length " + length + " overruns its record");
-                }
-                if (!Utf8.isValid(buf, p, length)) {
-                    throw recordError(start, "header key is not valid UTF-8");
                 }
                 p += length;
                 v = varint(buf, p, recordEnd, start);
