@@ -630,10 +630,17 @@ def test_a_deleted_file_is_read_under_its_other_name_or_reported(
 
 
 def _chunked_source(
-    tmp_path: Path, segment: bytes, start: int, end: int, *, chunk_size: int = 1500
+    tmp_path: Path,
+    segment: bytes,
+    start: int,
+    end: int,
+    *,
+    chunk_size: int = 1500,
+    url: str | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """``segment`` stored as the fsspec plugin stores it (zstd, AES-256-GCM, CRC-32C per
-    chunk), every third chunk left uncompressed, and the source of ``[start, end)``."""
+    chunk), every third chunk left uncompressed, and the source of ``[start, end)``; the stored
+    object is read from its file, or from ``url`` if given."""
     from tierlog_fsspec.chunks import DATA_OBJECT, ChunkCodec, checksum
 
     data_key = bytes(range(32))
@@ -660,7 +667,11 @@ def _chunked_source(
     path = tmp_path / "segment.chunks"
     path.write_bytes(stored)
     for chunk in chunks:
-        chunk["location"] = {"kind": "file", "path": str(path)}
+        chunk["location"] = (
+            {"kind": "file", "path": str(path)}
+            if url is None
+            else {"kind": "http", "url": url, "headers": {}}
+        )
     wanted = [c for c in chunks if c["plainEnd"] > start and c["plainStart"] < end]
     source = {
         "kind": "chunked",
@@ -708,8 +719,8 @@ def test_a_chunked_source_is_checked_decrypted_decompressed_and_cut(
 
 
 class _Objects(BaseHTTPRequestHandler):
-    """Serves ``server.objects`` honouring Range; ``/flaky`` fails twice first, ``/forbidden``
-    answers 403."""
+    """Serves ``server.objects`` honouring Range (but under ``/whole/``); ``/flaky`` fails
+    twice first, ``/forbidden`` answers 403."""
 
     def do_GET(self) -> None:
         server: Any = self.server
@@ -725,6 +736,12 @@ class _Objects(BaseHTTPRequestHandler):
         body = server.objects.get(path)
         if body is None:
             self.send_error(404)
+            return
+        if path.startswith("/whole/"):  # a server that ignores Range
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
             return
         first, last = self.headers["Range"].removeprefix("bytes=").split("-")
         part = body[int(first) : int(last) + 1]
@@ -766,6 +783,10 @@ def test_an_http_source_reads_its_range(dumper: Dumper, http_server: Any) -> Non
     assert len(_check(dumper, source, data, batch_rows=8)) == 30
     assert http_server.requests == [("/bucket/segment", f"bytes=77-{76 + len(data)}")]
 
+    http_server.objects["/whole/segment"] = http_server.objects["/bucket/segment"]
+    source["url"] = f"{base}/whole/segment"
+    assert len(_check(dumper, source, data)) == 30
+
 
 def test_http_failures_are_retried_or_named(dumper: Dumper, http_server: Any) -> None:
     data = _three_batches()
@@ -786,3 +807,15 @@ def test_http_failures_are_retried_or_named(dumper: Dumper, http_server: Any) ->
         error = _jvm_error(dumper, source)
         assert error.startswith(f"GET {base}{path} ") and f"HTTP {status}" in error, error
         assert "secret" not in error
+
+
+def test_a_chunked_source_read_over_http(dumper: Dumper, tmp_path: Path, http_server: Any) -> None:
+    pytest.importorskip("cryptography")
+    pytest.importorskip("zstandard")
+    segment = _every_kind_of_batch(Compression.NONE)
+    url = f"http://127.0.0.1:{http_server.server_address[1]}/bucket/chunks?sig=1"
+    source, path = _chunked_source(tmp_path, segment, 0, len(segment), chunk_size=4096, url=url)
+    http_server.objects["/bucket/chunks"] = path.read_bytes()
+    assert len(source["chunks"]) > 3
+    assert len(_check(dumper, source, segment)) == 76
+    assert len(http_server.requests) == len(source["chunks"])

@@ -150,15 +150,14 @@ public final class RangeReader implements Closeable {
         StructField[] fields = schema.fields();
         ColumnVector[] columns = new ColumnVector[fields.length];
         WritableColumnVector[] byIndex = new WritableColumnVector[RecordColumns.SCHEMA.size()];
-        int writable = 0;
         for (int i = 0; i < fields.length; i++) {
             int index = RecordColumns.indexOf(fields[i]);
             switch (index) {
                 case RecordColumns.TOPIC:
-                    columns[i] = constantString(topic);
+                    columns[i] = constantString(topic, batchRows);
                     break;
                 case RecordColumns.SEGMENT_ID:
-                    columns[i] = constantString(segmentId);
+                    columns[i] = constantString(segmentId, batchRows);
                     break;
                 case RecordColumns.PARTITION:
                     ConstantColumnVector constant = new ConstantColumnVector(batchRows, DataTypes.IntegerType);
@@ -168,13 +167,11 @@ public final class RangeReader implements Closeable {
                 default:
                     if (byIndex[index] == null) {
                         byIndex[index] = new OnHeapColumnVector(batchRows, fields[i].dataType());
-                        writable++;
                     }
                     columns[i] = byIndex[index];
             }
         }
         this.resettable = Arrays.stream(byIndex).filter(c -> c != null).toArray(WritableColumnVector[]::new);
-        assert resettable.length == writable;
         this.offsetColumn = byIndex[RecordColumns.OFFSET];
         this.timestampColumn = byIndex[RecordColumns.TIMESTAMP];
         WritableColumnVector timestampType = byIndex[RecordColumns.TIMESTAMP_TYPE];
@@ -765,8 +762,8 @@ public final class RangeReader implements Closeable {
         return ((long) int32(b, p)) << 32 | (int32(b, p + 4) & 0xFFFFFFFFL);
     }
 
-    private static ConstantColumnVector constantString(String value) {
-        ConstantColumnVector vector = new ConstantColumnVector(1, DataTypes.StringType);
+    private static ConstantColumnVector constantString(String value, int rows) {
+        ConstantColumnVector vector = new ConstantColumnVector(rows, DataTypes.StringType);
         vector.setUtf8String(UTF8String.fromString(value));
         return vector;
     }
