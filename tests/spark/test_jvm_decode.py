@@ -277,6 +277,78 @@ def test_records_with_many_headers_and_long_varints(dumper: Dumper, tmp_path: Pa
     assert len(rows) == 4
 
 
+def _recompressed(batch: bytes, codec: Compression, section: bytes) -> bytes:
+    """``batch`` (uncompressed) with its records section replaced by ``section``, compressed
+    with ``codec`` in a framing the core's codecs did not write, and its CRC recomputed."""
+    header = bytearray(batch[:61])
+    header[8:12] = (49 + len(section)).to_bytes(4, "big")
+    attributes = int.from_bytes(header[21:23], "big") | int(codec)
+    header[21:23] = attributes.to_bytes(2, "big")
+    return _restamped(header + section)
+
+
+def _framings() -> list[tuple[str, Compression, Any]]:
+    import gzip
+    import zlib
+
+    import cramjam
+    import lz4.frame
+    import zstandard
+
+    def gzip_members(plain: bytes) -> bytes:
+        half = len(plain) // 2
+        return gzip.compress(plain[:half]) + zlib.compress(plain[half:], wbits=31)
+
+    def zstd_frames(plain: bytes) -> bytes:
+        half = len(plain) // 2
+        skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+        compressor = zstandard.ZstdCompressor(write_content_size=False)
+        return zstandard.compress(plain[:half]) + skippable + compressor.compress(plain[half:])
+
+    def lz4_checked(plain: bytes) -> bytes:
+        return bytes(
+            lz4.frame.compress(
+                plain,
+                block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                block_linked=False,
+                content_checksum=True,
+                block_checksum=True,
+                store_size=True,
+            )
+        )
+
+    return [
+        ("gzip-members", Compression.GZIP, gzip_members),
+        ("snappy-raw", Compression.SNAPPY, lambda plain: bytes(cramjam.snappy.compress_raw(plain))),
+        ("lz4-checksums", Compression.LZ4, lz4_checked),
+        ("zstd-frames", Compression.ZSTD, zstd_frames),
+    ]
+
+
+def test_every_framing_the_python_reader_accepts(dumper: Dumper, tmp_path: Path) -> None:
+    specs = [_spec(i) for i in range(300)]
+    plain = _batch(specs, base_offset=0, producer_id=3, producer_epoch=0, base_sequence=0)
+    for name, codec, compress in _framings():
+        data = _recompressed(plain, codec, compress(plain[61:]))
+        assert next(iter_batches(data)).compression == codec
+        rows = _check(dumper, _file_source(tmp_path, data), data, batch_rows=64)
+        assert len(rows) == 300, name
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.ZSTD], ids=["gzip", "zstd"])
+def test_a_records_section_decompressing_past_the_cap_is_refused(
+    dumper: Dumper, tmp_path: Path, codec: Compression
+) -> None:
+    from tierlog.records import DEFAULT_MAX_DECOMPRESSED_SIZE, compress
+
+    plain = _batch([_spec(1)])
+    bomb = compress(codec, bytes(DEFAULT_MAX_DECOMPRESSED_SIZE + 1000))
+    data = _recompressed(plain, codec, bomb)
+    error = _jvm_error(dumper, _file_source(tmp_path, data))
+    assert error == str(_python_error(data))
+    assert f"decompresses to more than {DEFAULT_MAX_DECOMPRESSED_SIZE} bytes" in error
+
+
 # --- projections ----------------------------------------------------------------------------
 
 
