@@ -581,6 +581,36 @@ def test_a_header_key_that_is_not_utf8_is_corrupt(dumper: Dumper, tmp_path: Path
     assert "not valid UTF-8" in error
 
 
+_UTF8_EDGES = [0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC2, 0xDF, 0xE0, 0xED]
+_UTF8_EDGES += [0xEF, 0xF0, 0xF4, 0xF5, 0xFF]
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(st.sampled_from(_UTF8_EDGES), min_size=4, max_size=4))
+def test_header_keys_are_utf8_exactly_when_python_says_so(
+    dumper: Dumper, tmp_path: Path, key: list[int]
+) -> None:
+    data = bytearray(_batch([(T0, b"k", b"v", [("\x01\x02\x03\x04", b"x")])]))
+    at = data.index(b"\x01\x02\x03\x04")
+    data[at : at + 4] = bytes(key)
+    damaged = _restamped(data)
+    path = tmp_path / "keys.log"
+    path.write_bytes(damaged)
+    source = {"kind": "file", "path": str(path), "start": 0, "end": len(damaged)}
+    rows, error = dumper.dump(_range(source), ["headers"], 10)
+    try:
+        expected = _python_rows(damaged, ["headers"])
+    except CorruptRecordError as err:
+        assert error == str(err)
+    else:
+        assert error is None
+        assert rows == expected
+
+
 def test_corrupt_compressed_records_are_corrupt(dumper: Dumper, tmp_path: Path) -> None:
     for codec in (Compression.GZIP, Compression.ZSTD, Compression.LZ4, Compression.SNAPPY):
         batch = bytearray(_batch([_spec(i) for i in range(20)], codec))
