@@ -382,7 +382,8 @@ final class BatchDecompressor implements AutoCloseable {
                     throw tooBig("zstd", total + bound, "its blocks allow up to");
                 }
                 if (out.length < total + bound) {
-                    byte[] bigger = new byte[(int) Math.max(total + bound, Math.min(MAX_DECOMPRESSED_SIZE, 2L * out.length))];
+                    long size = Math.max(total + bound, Math.min(MAX_DECOMPRESSED_SIZE, 2L * out.length));
+                    byte[] bigger = new byte[(int) size];
                     System.arraycopy(out, 0, bigger, 0, total);
                     out = bigger;
                 }

@@ -111,7 +111,8 @@ final class HttpSource {
             long n = body.skip(skip - skipped);
             if (n <= 0) {
                 if (body.read() < 0) {
-                    throw new ShortBody("GET " + where + " returned " + skipped + " bytes, fewer than the range starts at");
+                    throw new ShortBody(
+                            "GET " + where + " returned " + skipped + " bytes, fewer than the range starts at");
                 }
                 n = 1;
             }
