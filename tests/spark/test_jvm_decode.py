@@ -51,19 +51,28 @@ class Dumper:
         self.scratch = scratch
         self.count = 0
         self.log = open(scratch / "jvm.log", "wb")  # noqa: SIM115 - closed in close()
+        self.command = [
+            "java",
+            "-cp",
+            f"{jar}{os.pathsep}{jars_dir / '*'}",
+            "io.tierlog.spark.read.DumpRange",
+        ]
         self.process = subprocess.Popen(
-            [
-                "java",
-                "-cp",
-                f"{jar}{os.pathsep}{jars_dir / '*'}",
-                "io.tierlog.spark.read.DumpRange",
-                "-",
-            ],
+            [*self.command, "-"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
             text=True,
         )
+
+    def run_once(
+        self, range_: dict[str, Any], columns: list[str]
+    ) -> subprocess.CompletedProcess[str]:
+        """``DumpRange`` run on its own, as a command."""
+        request = self.scratch / "once.json"
+        request.write_text(json.dumps(range_))
+        command = [*self.command, str(request), ",".join(columns)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
 
     def dump(
         self, range_: dict[str, Any], columns: list[str], batch_rows: int
@@ -693,6 +702,27 @@ def test_damaged_segments_decode_like_python_or_fail_naming_a_position(
         else:
             assert error is None
             assert rows == expected
+
+
+def test_dump_range_as_a_command(dumper: Dumper, tmp_path: Path) -> None:
+    """One range per run: rows on stdout, or the error on stderr and exit status 1."""
+    data = _three_batches()
+    columns = ["topic", "segment_id", "partition"]  # no Spark SQL config to load: a fast start
+    done = dumper.run_once(_range(_file_source(tmp_path, data)), columns)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert rows == _python_rows(data, columns)
+    assert len(rows) == 30
+
+    missing = {"kind": "file", "path": str(tmp_path / "gone.log"), "start": 0, "end": 10}
+    done = dumper.run_once(_range(missing), columns)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.strip().endswith(
+        f"{tmp_path / 'gone.log'} was deleted since the query was planned (or is not reachable "
+        "from this executor: local segments need the log dirs under the same path on every "
+        "executor)"
+    )
 
 
 # --- the file source ------------------------------------------------------------------------

@@ -52,7 +52,7 @@ public final class DumpRange {
         Writer out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), 1 << 16);
         try {
             dump(args[0], args[1], args.length == 3 ? Integer.parseInt(args[2]) : 4096, out);
-        } catch (IOException e) {
+        } catch (IOException | IllegalArgumentException e) {
             out.flush();
             System.err.println(e.getMessage());
             System.exit(1);
