@@ -852,7 +852,7 @@ def test_a_chunked_source_is_checked_decrypted_decompressed_and_cut(
 
 class _Objects(BaseHTTPRequestHandler):
     """Serves ``server.objects`` honouring Range (but under ``/whole/``); ``/flaky`` fails
-    twice first, ``/forbidden`` answers 403."""
+    twice first, ``/busy`` always answers 429 and ``/forbidden`` 403."""
 
     def do_GET(self) -> None:
         server: Any = self.server
@@ -860,6 +860,9 @@ class _Objects(BaseHTTPRequestHandler):
         server.requests.append((path, self.headers.get("Range")))
         if path == "/forbidden":
             self.send_error(403)
+            return
+        if path == "/busy":
+            self.send_error(429)
             return
         if path == "/flaky" and server.failures < 2:
             server.failures += 1
@@ -939,6 +942,12 @@ def test_http_failures_are_retried_or_named(dumper: Dumper, http_server: Any) ->
         error = _jvm_error(dumper, source)
         assert error.startswith(f"GET {base}{path} ") and f"HTTP {status}" in error, error
         assert "secret" not in error
+
+    http_server.requests.clear()
+    source = {"kind": "http", "url": f"{base}/busy?s=secret", "start": 0, "end": 10, "headers": {}}
+    error = _jvm_error(dumper, source)
+    assert error == f"GET {base}/busy failed 4 times; the last failure: HTTP 429"
+    assert [path for path, _ in http_server.requests] == ["/busy"] * 4
 
 
 def test_a_chunked_source_read_over_http(dumper: Dumper, tmp_path: Path, http_server: Any) -> None:
