@@ -19,9 +19,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * pruning or pushdown anyway.
  */
 final class TierlogScan implements Scan {
-    /** Rows per decoded batch: Parquet's vectorized reader's default. */
+    /** The Spark conf setting how many rows a decoded batch holds at most. */
     static final String BATCH_ROWS_KEY = "spark.tierlog.jvm.batchRows";
 
+    /** Parquet's vectorized reader's default: batches that stay in the CPU caches. */
     static final int DEFAULT_BATCH_ROWS = 4096;
 
     private final TierlogTable table;
