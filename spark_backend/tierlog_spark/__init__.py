@@ -16,8 +16,18 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
-def register(spark: SparkSession) -> None:
-    """Make the ``tierlog`` data source available in ``spark`` (pyspark is imported only here)."""
+def register(spark: SparkSession) -> bool:
+    """Make the ``tierlog`` data source available in ``spark`` (pyspark is imported only here).
+
+    The Python data source is always registered. When the JVM reader's jar is on the session's
+    classpath (``session.add_jvm_reader``), the planner it asks on the driver is installed too,
+    and ``spark.read.format("tierlog")`` decodes in the JVM; Spark conf ``spark.tierlog.reader``
+    (auto, jvm, python) chooses otherwise. A Spark Connect session has no JVM in this process:
+    it reads through the Python data source. Returns whether the JVM reader's planner is
+    installed.
+    """
     from .datasource import register as register_source
+    from .jvm.bridge import install
 
     register_source(spark)
+    return install(spark)

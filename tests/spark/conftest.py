@@ -1,7 +1,16 @@
-"""Spark tests share one local[2] session for the whole run (starting a JVM takes seconds)."""
+"""Spark tests share one local[2] session for the whole run (starting a JVM takes seconds).
+
+The session carries the JVM reader's jar, and every test that takes the ``spark`` fixture runs
+once per reader: Spark conf ``spark.tierlog.reader`` is ``python``, then ``jvm``, for the test's
+duration. The ``jvm`` run is skipped where the JVM reader cannot be installed (no JDK to build
+its jar). Tests about something else than reading (jobs that use Spark only to run Python code)
+run once, with the conf unset: their modules are listed in ``ONE_READER_MODULES``, or a test is
+marked ``one_reader``.
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Iterator
@@ -10,6 +19,28 @@ from typing import Any
 import pytest
 
 pytest.importorskip("pyspark")
+
+READER_CONF = "spark.tierlog.reader"
+READERS = ("python", "jvm")
+#: Modules whose Spark tests read no ``tierlog`` data source.
+ONE_READER_MODULES = frozenset({"test_plugin", "test_tier", "test_verify"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "one_reader: run a test taking the spark fixture once, not once per reader"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests asking for ``spark`` themselves run once per reader (``spark_reader``)."""
+    if "spark" not in inspect.signature(metafunc.function).parameters:
+        return
+    if metafunc.module.__name__.rpartition(".")[2] in ONE_READER_MODULES:
+        return
+    if metafunc.definition.get_closest_marker("one_reader") is not None:
+        return
+    metafunc.parametrize("spark_reader", READERS, indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -20,3 +51,25 @@ def spark() -> Iterator[Any]:
     session = make_session(master="local[2]", app_name="tierlog-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def spark_reader(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The reader a test reads with (None: not parametrized, the conf left unset)."""
+    reader = getattr(request, "param", None)
+    if reader is None:
+        yield None
+        return
+    session = request.getfixturevalue("spark")
+    if reader == "jvm":
+        from tierlog_spark.jvm.bridge import installed
+
+        if not installed(session):
+            pytest.skip(
+                "the JVM reader is not installed in the session (no jar, or no bridge in it)"
+            )
+    session.conf.set(READER_CONF, reader)
+    try:
+        yield reader
+    finally:
+        session.conf.unset(READER_CONF)
