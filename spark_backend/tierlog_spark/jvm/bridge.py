@@ -254,7 +254,7 @@ def bridge_class(spark: SparkSession) -> Any | None:
         jvm = spark._jvm  # raises on a Spark Connect session
         if jvm is None:
             return None
-        from py4j.java_gateway import JavaClass
+        from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
 
         candidate = jvm.io.tierlog.spark.PlannerBridge
     except Exception:  # any failure means no bridge
@@ -269,7 +269,7 @@ def install(spark: SparkSession) -> bool:
         return False
     from pyspark.java_gateway import ensure_callback_server_started
 
-    ensure_callback_server_started(spark.sparkContext._gateway)
+    ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
     bridge.install(Planner())
     return True
 
