@@ -27,7 +27,10 @@ def register(spark: SparkSession) -> bool:
     installed.
     """
     from .datasource import register as register_source
-    from .jvm.bridge import install
+    from .jvm.bridge import bridge_class, install, register_python_source
 
-    register_source(spark)
+    if bridge_class(spark) is None:
+        register_source(spark)
+        return False
+    register_python_source(spark)
     return install(spark)

@@ -3,10 +3,10 @@
 Tiered data is made once per module by real clusters: one tiering plain segments to
 ``file://`` (every codec, headers, null keys and values, LogAppendTime, transactions committed
 and aborted, a compacted upload with offset gaps, records left local for ``includeLocal``), one
-tiering chunked segments compressed and encrypted by the fsspec plugin, and one whose partition
-changed leaders mid tiering. Both remote trees are also copied to S3 (moto's server), where the
-JVM reads presigned ranges. Every query runs with ``spark.tierlog.reader`` = python, then jvm,
-and the sorted rows must be equal (and not empty).
+whose partition changed leaders mid tiering, one tiering chunked segments compressed and
+encrypted by the fsspec plugin, and two tiering to S3 (moto's server, read by the JVM through
+presigned ranges): plain, and chunked and encrypted. Every query runs with
+``spark.tierlog.reader`` = python, then jvm, and the sorted rows must be equal (and not empty).
 
 The planner the JVM asks is also checked on its own, JSON in and out, without Spark: the bytes
 and bounds its tasks name decode, in Python, to exactly the rows the Python reader returns.
@@ -78,7 +78,6 @@ class Tiered:
 
     settings: dict[str, str]
     log_dir: Path
-    remote: Path
 
     def options(self, **extra: str) -> dict[str, str]:
         options = {f"tierlog.{key}": value for key, value in self.settings.items()}
@@ -190,6 +189,34 @@ def _transactions(producer: _Producer, client: Client, topic: str) -> None:
     producer.send(topic, 0, 3, producer_id=5000)  # open: neither marker nor records tiered
 
 
+def _mixed(producer: _Producer, topic: str, batches: int) -> None:
+    """Two partitions of batches in every codec, half with headers."""
+    for partition in range(2):
+        for n in range(batches):
+            producer.send(
+                topic, partition, 3 + n % 4, compression=CODECS[n % 5], headers=n % 2 == 0
+            )
+
+
+def _s3_settings(endpoint: str, prefix: str) -> dict[str, str]:
+    """Runtime settings tiering to a new prefix of a bucket on moto's server."""
+    import s3fs
+
+    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
+    if not fs.exists(BUCKET):
+        fs.mkdir(BUCKET)
+    return {
+        "rsm.config.url": f"s3://{BUCKET}/{prefix}",
+        "rsm.config.storage.endpoint_url": endpoint,
+        # Credentials in the settings, not the environment: Spark's Python workers read too.
+        "rsm.config.storage.key": "testing",
+        "rsm.config.storage.secret": "testing",
+    }
+
+
+TIERED = {"remote_storage_enable": "true", "local_retention_bytes": "1"}
+
+
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
     """Plain segments on ``file://``; see the module doc."""
@@ -197,19 +224,14 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
     settings = spark_settings(root)
     with EmbeddedCluster(1, root / "data", settings) as cluster:
         client = Client(cluster)
-        tiered = {"remote_storage_enable": "true", "local_retention_bytes": "1"}
-        client.create(MIXED, 2, segment_bytes="2048", index_interval_bytes="256", **tiered)
+        client.create(MIXED, 2, segment_bytes="2048", index_interval_bytes="256", **TIERED)
         client.create(
-            APPEND, 1, segment_bytes="1024", message_timestamp_type="LogAppendTime", **tiered
+            APPEND, 1, segment_bytes="1024", message_timestamp_type="LogAppendTime", **TIERED
         )
-        client.create(TXNS, 1, segment_bytes="1024", **tiered)
-        client.create(GAPS, 1, segment_bytes="1024", **tiered)
+        client.create(TXNS, 1, segment_bytes="1024", **TIERED)
+        client.create(GAPS, 1, segment_bytes="1024", **TIERED)
         producer = _Producer(client, {})
-        for partition in range(2):
-            for n in range(15):
-                producer.send(
-                    MIXED, partition, 3 + n % 4, compression=CODECS[n % 5], headers=n % 2 == 0
-                )
+        _mixed(producer, MIXED, 15)
         for n in range(8):
             producer.send(APPEND, 0, 4, compression=CODECS[n % 5], headers=n % 3 == 0)
         _transactions(producer, client, TXNS)
@@ -222,45 +244,57 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
         _upload_compacted(cluster, TopicIdPartition.of(image.topic_id, GAPS, 0), root / "copy")
         for topic, partition in ((MIXED, 0), (TXNS, 0)):
             producer.send(topic, partition, 3)  # stays local, for includeLocal
-    return Tiered(settings, root / "data" / "broker-0" / "logs", root / "remote")
+    return Tiered(settings, root / "data" / "broker-0" / "logs")
 
 
 @pytest.fixture(scope="module")
-def sealed(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
-    """Segments the fsspec plugin stored in small chunks, zstd-compressed and encrypted."""
-    root = tmp_path_factory.mktemp("sealed")
+def plain_s3(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: str) -> Tiered:
+    """Plain segments on S3 (moto's server)."""
+    root = tmp_path_factory.mktemp("plain-s3")
+    settings = spark_settings(root, **_s3_settings(moto_endpoint, "plain"))
+    with EmbeddedCluster(1, root / "data", settings) as cluster:
+        client = Client(cluster)
+        client.create(MIXED, 2, segment_bytes="2048", index_interval_bytes="256", **TIERED)
+        _mixed(_Producer(client, {}), MIXED, 12)
+        for partition in range(2):
+            _wait_tiered(cluster, MIXED, partition)
+    return Tiered(settings, root / "data" / "broker-0" / "logs")
+
+
+def _sealed(root: Path, **extra: str) -> Tiered:
+    """Segments the fsspec plugin stored in chunks, zstd-compressed and encrypted."""
     key = base64.b64encode(bytes(range(32))).decode()
     settings = spark_settings(
         root,
         **{
-            "rsm.config.chunk.size": "700",
+            "rsm.config.chunk.size": "4096",
             "rsm.config.compression": "zstd",
             "rsm.config.encryption.keys": f"ring1:{key}",
+            **extra,
         },
     )
     with EmbeddedCluster(1, root / "data", settings) as cluster:
         client = Client(cluster)
-        client.create(
-            SEALED,
-            2,
-            segment_bytes="3000",
-            index_interval_bytes="256",
-            remote_storage_enable="true",
-            local_retention_bytes="1",
-        )
+        client.create(SEALED, 2, segment_bytes="12000", index_interval_bytes="256", **TIERED)
         producer = _Producer(client, {})
-        for partition in range(2):
-            for n in range(12):
-                producer.send(
-                    SEALED, partition, 3 + n % 4, compression=CODECS[n % 5], headers=n % 2 == 0
-                )
+        _mixed(producer, SEALED, 30)
         producer.send(SEALED, 0, 3, producer_id=2000)
         assert client.end_transaction(SEALED, 0, 2000, commit=False) == p.NONE
-        for _ in range(10):
+        for _ in range(30):
             producer.send(SEALED, 0, 3)
         for partition in range(2):
             _wait_tiered(cluster, SEALED, partition)
-    return Tiered(settings, root / "data" / "broker-0" / "logs", root / "remote")
+    return Tiered(settings, root / "data" / "broker-0" / "logs")
+
+
+@pytest.fixture(scope="module")
+def sealed(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
+    return _sealed(tmp_path_factory.mktemp("sealed"))
+
+
+@pytest.fixture(scope="module")
+def sealed_s3(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: str) -> Tiered:
+    return _sealed(tmp_path_factory.mktemp("sealed-s3"), **_s3_settings(moto_endpoint, "sealed"))
 
 
 @pytest.fixture(scope="module")
@@ -285,37 +319,7 @@ def moved(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
         scenario.expect_tiered(MOVED, 0)
         scenario.start_broker(old).expect_caught_up(MOVED, 0, old)
         log_dir = Path(scenario.cluster.broker_config(survivor).get_list("log.dirs")[0])
-    return Tiered(settings, log_dir, root / "remote")
-
-
-def _on_s3(tiered: Tiered, endpoint: str, prefix: str) -> Tiered:
-    """``tiered``'s remote objects copied to a bucket on moto's server, read from there."""
-    import s3fs
-
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
-    if not fs.exists(BUCKET):
-        fs.mkdir(BUCKET)
-    for path in sorted(tiered.remote.rglob("*")):
-        if path.is_file():
-            fs.put_file(str(path), f"{BUCKET}/{prefix}/{path.relative_to(tiered.remote)}")
-    settings = {
-        **tiered.settings,
-        "rsm.config.url": f"s3://{BUCKET}/{prefix}",
-        "rsm.config.storage.endpoint_url": endpoint,
-        "rsm.config.storage.key": "testing",
-        "rsm.config.storage.secret": "testing",
-    }
-    return Tiered(settings, tiered.log_dir, tiered.remote)
-
-
-@pytest.fixture(scope="module")
-def plain_s3(plain: Tiered, moto_endpoint: str) -> Tiered:
-    return _on_s3(plain, moto_endpoint, "plain")
-
-
-@pytest.fixture(scope="module")
-def sealed_s3(sealed: Tiered, moto_endpoint: str) -> Tiered:
-    return _on_s3(sealed, moto_endpoint, "sealed")
+    return Tiered(settings, log_dir)
 
 
 # --- the planner, JSON in and out -------------------------------------------------------------
@@ -361,7 +365,7 @@ def _decoded(tasks: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     for task in tasks:
         for planned in task["ranges"]:
             source = planned["source"]
-            if source.get("alsoTry") is not None:  # a local segment file
+            if planned["segmentId"].startswith("local:"):  # a broker's segment file
                 with open(source["path"], "rb") as file:
                     file.seek(source["start"])
                     data = file.read(source["end"] - source["start"])
@@ -422,8 +426,8 @@ def test_the_planned_tasks_decode_to_the_python_readers_rows(
     expected = _python_rows(options)
     assert expected
     assert _decoded(answer["tasks"]) == expected
-    sources = [r["source"] for task in answer["tasks"] for r in task["ranges"]]
-    remote = [s for s in sources if "alsoTry" not in s]
+    ranges = [r for task in answer["tasks"] for r in task["ranges"]]
+    remote = [r["source"] for r in ranges if not r["segmentId"].startswith("local:")]
     where = "http" if fixture.endswith("_s3") else "file"
     if fixture.startswith("sealed"):
         assert {s["kind"] for s in remote} == {"chunked"}
@@ -470,8 +474,8 @@ def test_filters_are_pushed_as_the_python_reader_pushes_them(plain: Tiered) -> N
 
     options = plain.options(topics=f"{MIXED},{TXNS}")
     rows = _python_rows(plain.options(topics=MIXED))
-    middle = rows[len(rows) // 2]
-    moment_us = int(middle[3].timestamp() * 1_000_000)
+    moments = sorted(row[3] for row in rows if row[1] == 1 and row[2] >= 4)
+    moment_us = int(moments[len(moments) // 2].timestamp() * 1_000_000)
     filters = [
         {"op": "EqualTo", "column": "topic", "value": MIXED},
         {"op": "In", "column": "partition", "values": [1]},

@@ -45,6 +45,7 @@ __all__ = [
     "bridge_class",
     "install",
     "installed",
+    "register_python_source",
     "uninstall",
 ]
 
@@ -260,6 +261,29 @@ def bridge_class(spark: SparkSession) -> Any | None:
     except Exception:  # any failure means no bridge
         return None
     return candidate if isinstance(candidate, JavaClass) else None
+
+
+def register_python_source(spark: SparkSession) -> None:
+    """Registers the Python data source as ``tierlog`` in a session whose JVM has the JVM
+    reader's provider of the same name (the provider hands reads to it).
+
+    ``spark.dataSource.register`` refuses a name a JVM source already has, so the source goes
+    to the session's data source manager directly, as that call does after its check.
+    """
+    from pyspark.sql.udf import _wrap_function
+
+    from ..datasource import PUSHDOWN_CONF, TierlogDataSource
+
+    context = spark.sparkContext
+    jvm = context._jvm
+    assert jvm is not None
+    wrapped = _wrap_function(context, TierlogDataSource)
+    python = jvm.org.apache.spark.sql.execution.datasources.v2.python
+    manager = spark._jsparkSession.sessionState().dataSourceManager()
+    manager.registerDataSource(
+        TierlogDataSource.name(), python.UserDefinedPythonDataSource(wrapped)
+    )
+    spark.conf.set(PUSHDOWN_CONF, "true")
 
 
 def install(spark: SparkSession) -> bool:
