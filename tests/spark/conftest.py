@@ -22,8 +22,10 @@ pytest.importorskip("pyspark")
 
 READER_CONF = "spark.tierlog.reader"
 READERS = ("python", "jvm")
-#: Modules whose Spark tests read no ``tierlog`` data source.
-ONE_READER_MODULES = frozenset({"test_plugin", "test_tier", "test_verify"})
+#: Modules whose Spark tests read no ``tierlog`` data source, and the streaming tests: a stream
+#: is read by the Python reader whatever the conf (with the jar, through the JVM table), and
+#: its tests create topics in a cluster shared by the module.
+ONE_READER_MODULES = frozenset({"test_plugin", "test_streaming", "test_tier", "test_verify"})
 
 
 def pytest_configure(config: pytest.Config) -> None:
