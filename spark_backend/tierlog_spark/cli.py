@@ -76,7 +76,7 @@ def _reader_for(config_file: str, topics: str | None) -> tuple[str, str]:
     try:
         read = ReadOptions.from_options(options, need_topics=False)
         return Planner().reader_for(read)
-    except TierlogError as err:
+    except (TierlogError, OSError) as err:
         raise click.ClickException(str(err)) from err
 
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -718,3 +721,41 @@ def test_bad_options_get_the_same_message_from_both_readers(
     for reader in ("python", "jvm"):
         with pytest.raises(Exception, match=message):
             _load(jvm, reader, plain.options(**options)).collect()
+
+
+# --- tierlog spark check ----------------------------------------------------------------------
+
+
+def test_the_check_command_says_which_reader_reads_a_runtimes_data(
+    plain: Tiered, tmp_path: Path
+) -> None:
+    from tierlog_spark.jvm.build import find_javac
+
+    config = tmp_path / "runtime.properties"
+    config.write_text(
+        "".join(f"{key}={value}\n" for key, value in plain.settings.items())
+        + f"log.dirs={plain.log_dir}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIERLOG_")}
+    env["PYSPARK_PYTHON"] = sys.executable
+    command = [sys.executable, "-m", "tierlog", "spark", "check", "--master", "local[1]"]
+    done = subprocess.run(
+        [*command, "--config", str(config), "--topics", MIXED],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    if find_javac() is None:
+        assert "JDK: none (no javac in JAVA_HOME/bin or on PATH)" in lines
+        assert any(line.startswith("JVM reader: not installed") for line in lines)
+        return
+    assert f"JDK: {find_javac()}" in lines
+    assert any(line.startswith("JVM reader jar: ") and line.endswith(".jar") for line in lines)
+    assert "JVM reader: installed (spark.tierlog.reader = auto)" in lines
+    assert any(
+        line.startswith(f"reader for {config}: jvm: storage plugin 'fsspec' locates")
+        for line in lines
+    ), lines
