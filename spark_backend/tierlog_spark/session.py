@@ -43,12 +43,16 @@ def add_jvm_reader(builder: SparkSession.Builder) -> SparkSession.Builder:
 
     The jar must be there when the session's JVM starts (a session already running in this
     process keeps its classpath). Call ``tierlog_spark.register(spark)`` on the session to
-    install the planner the JVM reader asks. Without a JDK the builder is returned unchanged.
+    install the planner the JVM reader asks. Without a JDK, or for a Spark Connect session
+    (no JVM in this process to ask), the builder is returned unchanged.
     """
+    options = getattr(builder, "_options", {})
+    if "spark.remote" in options or os.environ.get("SPARK_REMOTE"):
+        return builder
     jar = jvm_reader_jar()
     if jar is None:
         return builder
-    configured = getattr(builder, "_options", {}).get("spark.jars") or ""
+    configured = options.get("spark.jars") or ""
     jars = [entry.strip() for entry in str(configured).split(",") if entry.strip()]
     if str(jar) not in jars:
         jars.append(str(jar))

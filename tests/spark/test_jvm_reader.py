@@ -759,3 +759,16 @@ def test_the_check_command_says_which_reader_reads_a_runtimes_data(
         line.startswith(f"reader for {config}: jvm: storage plugin 'fsspec' locates")
         for line in lines
     ), lines
+
+
+def test_a_users_builder_gets_the_jar_added_to_its_spark_jars() -> None:
+    from pyspark.sql import SparkSession
+    from tierlog_spark.session import add_jvm_reader, jvm_reader_jar
+
+    jar = jvm_reader_jar()
+    builder = add_jvm_reader(SparkSession.builder.config("spark.jars", "/opt/other.jar"))
+    expected = "/opt/other.jar" if jar is None else f"/opt/other.jar,{jar}"
+    assert builder._options["spark.jars"] == expected
+    assert add_jvm_reader(builder)._options["spark.jars"] == expected  # once
+    connect = add_jvm_reader(SparkSession.builder.remote("sc://127.0.0.1:1"))
+    assert "spark.jars" not in connect._options
