@@ -93,6 +93,8 @@ class TaskResolver:
                 planned.local_aborted,
             )
             aborted = [[txn.producer_id, txn.first_offset] for txn in found]
+        # The positions are fetch_log_segment's (end inclusive, None to the end), which the
+        # hook takes as they are; the location's own end is exclusive, as a source's is.
         location = self.storage.locate_log_segment(
             segment, planned.start_position, planned.end_position, SEGMENT_URL_LIFETIME_S
         )
