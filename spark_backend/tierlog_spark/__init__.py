@@ -4,6 +4,13 @@ The ``tierlog`` data source (``register``), and jobs, each in its own module so 
 stays light to import: ``export.export`` (Parquet, incremental, exactly once),
 ``verify.verify`` (remote storage against the metadata) and ``tier.tier`` (a backlog tiered in
 parallel inside the runtime's process). ``tierlog spark ...`` runs the first two.
+
+The source has two readers returning the same rows: a Java DataSource V2 (``jvm``: its jar is
+built from the Java sources in the package where a JDK is, and sessions made by
+``session.make_session`` or a builder given to ``session.add_jvm_reader`` carry it) that decodes
+on executors with no Python, and the Python data source (``datasource``), which reads streams,
+storage the JVM cannot reach by itself, and everything where the jar is missing. Spark conf
+``spark.tierlog.reader`` (auto, jvm, python) chooses; ``tierlog spark check`` says which reads.
 """
 
 from __future__ import annotations
