@@ -15,6 +15,7 @@ and bounds its tasks name decode, in Python, to exactly the rows the Python read
 from __future__ import annotations
 
 import base64
+import datetime
 import itertools
 import json
 import os
@@ -493,8 +494,6 @@ def test_filters_are_pushed_as_the_python_reader_pushes_them(plain: Tiered) -> N
     pushed = _ask("push", {"options": options, "filters": filters})
     assert pushed == {"rest": [4, 5, 6, 7]}
     answer = _ask("plan", {"options": options, "filters": filters[:4], "columns": ["offset"]})
-    import datetime
-
     moment = datetime.datetime.fromtimestamp(moment_us / 1e6, datetime.UTC)
     expected = _python_rows(
         options,
@@ -505,7 +504,7 @@ def test_filters_are_pushed_as_the_python_reader_pushes_them(plain: Tiered) -> N
             LessThan(("timestamp",), moment),
         ],
     )
-    assert expected and all(row[1] == 1 and row[2] >= 4 for row in expected)
+    assert expected and all(row[1] == 1 and row[2] >= 4 and row[3] < moment for row in expected)
     assert _decoded(answer["tasks"]) == expected
 
 
