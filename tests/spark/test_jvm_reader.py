@@ -522,12 +522,32 @@ def test_check_says_which_reader_and_why(plain: Tiered, sealed: Tiered) -> None:
     assert answer == {"reader": "python", "why": "option 'startingoffset': 'ten' is not an integer"}
 
 
-def test_check_sends_storage_without_locations_to_the_python_reader(plain: Tiered) -> None:
-    options = plain.options(topics=MIXED)
-    options["tierlog.rsm.config.url"] = "memory://tierlog-jvm-none/remote"
+@pytest.fixture(scope="module")
+def in_memory(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
+    """Segments tiered to fsspec's ``memory://`` (this process's memory): no path or URL to
+    give, so only the plugin, in this process, can read them."""
+    root = tmp_path_factory.mktemp("memory")
+    settings = spark_settings(root, **{"rsm.config.url": "memory://tierlog-jvm/remote"})
+    with EmbeddedCluster(1, root / "data", settings) as cluster:
+        client = Client(cluster)
+        client.create(MIXED, 1, segment_bytes="1024", **TIERED)
+        producer = _Producer(client, {})
+        for _ in range(6):
+            producer.send(MIXED, 0, 4)
+        _wait_tiered(cluster, MIXED, 0)
+    return Tiered(settings, root / "data" / "broker-0" / "logs")
+
+
+@needs_locate
+def test_storage_without_locations_is_read_by_the_python_reader(in_memory: Tiered) -> None:
+    options = in_memory.options(topics=MIXED)
     answer = _ask("check", {"options": options})
     assert answer["reader"] == "python"
-    assert "fsspec" in answer["why"]
+    assert "storage plugin 'fsspec' cannot locate the bytes of segment" in answer["why"]
+    # Planned anyway (spark.tierlog.reader = jvm does not plan after such an answer):
+    error = _ask("plan", {"options": options})["error"]
+    assert error["type"] == "SegmentNotLocatedError"
+    assert "set spark.tierlog.reader to python" in error["message"]
 
 
 @pytest.mark.parametrize(
