@@ -19,22 +19,65 @@ def spark_group() -> None:
 
 @click.command("check")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL.")
-def check_command(master: str) -> None:
-    """Start Spark, run a small job through Python workers, and report the versions in use."""
+@click.option(
+    "--config",
+    "config_file",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A runtime's .properties or .toml file: also say which reader reads its data.",
+)
+@click.option("--topics", default=None, help="Comma-separated topics to check (default: any).")
+def check_command(master: str, config_file: str | None, topics: str | None) -> None:
+    """Start Spark, run a small job through Python workers, and report the versions in use,
+    whether the JVM reader is there, and which reader reads the data of a runtime (--config)."""
     if shutil.which("java") is None:
         raise click.ClickException("no 'java' on PATH: Spark needs a JDK (17 or newer)")
     import pyspark
 
-    from .session import make_session
+    from .jvm.bridge import installed
+    from .jvm.build import find_javac
+    from .session import jvm_reader_jar, make_session
 
+    javac = find_javac()
+    click.echo(f"JDK: {javac}" if javac else "JDK: none (no javac in JAVA_HOME/bin or on PATH)")
+    jar = jvm_reader_jar()
+    click.echo(
+        f"JVM reader jar: {jar}" if jar else "JVM reader jar: none (it needs a JDK to build)"
+    )
     spark = make_session(master=master, app_name="tierlog-spark-check")
     try:
         total = spark.sparkContext.parallelize(range(1000), 2).map(lambda x: x * 2).sum()
         if total != 999000:
             raise click.ClickException(f"Spark returned a wrong answer: {total}")
         click.echo(f"pyspark {pyspark.__version__} on {master}: OK (Python workers ran)")
+        active = installed(spark)
+        conf = spark.conf.get("spark.tierlog.reader", "auto")
     finally:
         spark.stop()
+    if not active:
+        click.echo("JVM reader: not installed; spark.read.format('tierlog') uses the Python reader")
+        return
+    click.echo(f"JVM reader: installed (spark.tierlog.reader = {conf})")
+    if config_file is not None:
+        reader, why = _reader_for(config_file, topics)
+        click.echo(f"reader for {config_file}: {reader}: {why}")
+
+
+def _reader_for(config_file: str, topics: str | None) -> tuple[str, str]:
+    """The reader the JVM reader's planner chooses for a runtime's data, and why."""
+    from tierlog.errors import TierlogError
+
+    from .jvm.bridge import Planner
+    from .options import ReadOptions
+
+    options = {"config": config_file}
+    if topics:
+        options["topics"] = topics
+    try:
+        read = ReadOptions.from_options(options, need_topics=False)
+        return Planner().reader_for(read)
+    except (TierlogError, OSError) as err:
+        raise click.ClickException(str(err)) from err
 
 
 spark_group.add_command(check_command)
