@@ -1,22 +1,25 @@
-"""tierlog-spark: reading tiered segments with Spark.
+"""tierlog-spark: reading tiered segments with Spark, through each of its two readers.
 
 One cluster tiers a topic of several partitions (the fsspec plugin on ``file://``, metadata in
 ``__remote_log_metadata``) until every rolled segment is only in remote storage. Then, in the same
 run and on the same records:
 
 * the runtime's ``Consumer`` reads them from the earliest offset (reported, no target);
-* one Python process plans, fetches and decodes them as a task would, with no Spark (reported:
-  the ceiling per core of any Python data source over these segments);
-* the cluster is stopped and Spark reads them through the ``tierlog`` source, offline, as jobs
-  do: ``local[2]`` against the same records written once to Parquet and read by the same session
-  (target >= 0.5), both with all 14 columns and with a schema naming only the aggregate's
-  columns (Parquet prunes columns by itself; a Python data source only through the schema it is
-  given), and ``local[2]`` against ``local[1]`` (target >= 1.7).
+* one Python process plans, fetches and decodes them as a Python task would, with no Spark
+  (reported: the ceiling per core of any Python data source over these segments);
+* the cluster is stopped and Spark reads them through ``format("tierlog")``, offline, as jobs
+  do, against the same records written once to Parquet and read by the same session:
+  - the JVM reader (``spark.tierlog.reader=jvm``, the default where a JDK built its jar), in
+    ``local[2]``: target >= 1.0 of Parquet, both over all 14 columns and over the aggregate's
+    columns; and ``local[2]`` against ``local[1]`` (target >= 1.7);
+  - the Python reader (``spark.tierlog.reader=python``), reported beside it.
+* a smaller topic tiered to S3 (moto's server on loopback) is read by the JVM reader through
+  presigned ranges, beside the same records as Parquet in the same bucket read by pyarrow
+  (reported: pyspark ships no S3 filesystem for Spark's own Parquet reader).
 
-Every Spark read computes the same aggregate over the record fields a job would use (count,
-key and value lengths, max offset and timestamp, header count), so both sources decode every
-row and Parquet cannot skip the value column. Each figure is the best of three runs after a
-warm-up run.
+Every Spark read computes an aggregate over the columns it names (count, lengths, maxima, header
+count), so every source decodes every row and Parquet cannot skip a column the figure claims.
+Each figure is the best of three runs after a warm-up run.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from benchmarks.report import row
 
 MiB = 1024 * 1024
 TOPIC = "bench"
+#: The Spark conf choosing the reader behind ``format("tierlog")``.
+READER_CONF = "spark.tierlog.reader"
 
 
 def _settings(root: Path) -> dict[str, str]:
@@ -59,7 +64,7 @@ def _batch(records: int) -> bytes:
 
 
 def _tier(
-    root: Path, partitions: int, segments: int, segment_bytes: int
+    root: Path, partitions: int, segments: int, segment_bytes: int, settings: dict[str, str]
 ) -> tuple[dict[int, int], float]:
     """Produces ``segments`` full segments per partition and waits until all are tiered.
 
@@ -71,7 +76,7 @@ def _tier(
     from tierlog.model import TopicPartition
     from tierlog.server import protocol as p
 
-    with EmbeddedCluster(1, root / "data", _settings(root)) as cluster:
+    with EmbeddedCluster(1, root / "data", settings) as cluster:
         configs = {
             "segment.bytes": str(segment_bytes),
             "remote.storage.enable": "true",
@@ -128,6 +133,8 @@ def _consume(cluster: Any, ends: dict[int, int]) -> float:
 
 
 def _aggregate(frame: Any) -> tuple[Any, ...]:
+    """The aggregate a job over record fields computes: key and value lengths, offsets,
+    timestamps and headers."""
     from pyspark.sql import functions as F
 
     row = frame.agg(
@@ -137,6 +144,30 @@ def _aggregate(frame: Any) -> tuple[Any, ...]:
         F.max("offset"),
         F.max("timestamp"),
         F.sum(F.size("headers")),
+    ).collect()[0]
+    return tuple(row)
+
+
+def _aggregate_all(frame: Any) -> tuple[Any, ...]:
+    """An aggregate over all 14 columns, so that no reader may prune one."""
+    from pyspark.sql import functions as F
+
+    row = frame.agg(
+        F.count("*"),
+        F.sum(F.length("value")),
+        F.sum(F.length("key")),
+        F.max("offset"),
+        F.max("timestamp"),
+        F.sum(F.size("headers")),
+        F.max("topic"),
+        F.max("partition"),
+        F.max("timestamp_type"),
+        F.max("leader_epoch"),
+        F.max("producer_id"),
+        F.max("producer_epoch"),
+        F.max("sequence"),
+        F.max(F.col("is_transactional").cast("int")),
+        F.max("segment_id"),
     ).collect()[0]
     return tuple(row)
 
@@ -186,71 +217,195 @@ def _decode_in_process(settings: dict[str, str], log_dir: Path, records: int) ->
     return _best(read, records)
 
 
-def run(quick: bool) -> list[dict[str, Any]]:
+def _spark_reads(
+    spark: Any, settings: dict[str, str], log_dir: Path, records: int, reader: str
+) -> tuple[float, float]:
+    """Seconds for the all-columns and the aggregate's-columns reads with ``reader``."""
+    spark.conf.set(READER_CONF, reader)
+    try:
+        every = _best(lambda: _aggregate_all(_tierlog_frame(spark, settings, log_dir)), records)
+        # The Python reader learns of a projection only through the schema it is given.
+        schema = AGGREGATE_COLUMNS if reader == "python" else None
+        some = _best(lambda: _aggregate(_tierlog_frame(spark, settings, log_dir, schema)), records)
+    finally:
+        spark.conf.unset(READER_CONF)
+    return every, some
+
+
+def _s3_reads(root: Path, quick: bool) -> tuple[float, float, int] | None:
+    """(JVM reader seconds, pyarrow Parquet seconds, records) of a topic tiered to moto's S3
+    server; None when moto or s3fs is not installed."""
+    try:
+        import s3fs
+        from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+    except ImportError:
+        return None
     from tierlog_spark.session import make_session
 
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    root.mkdir(parents=True, exist_ok=True)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
+        fs.mkdir("bench")
+        settings = {
+            **_settings(root),
+            "rsm.config.url": "s3://bench/tiered",
+            "rsm.config.storage.endpoint_url": endpoint,
+            "rsm.config.storage.key": "testing",
+            "rsm.config.storage.secret": "testing",
+        }
+        ends, _ = _tier(root, 2, 2 if quick else 4, MiB, settings)
+        records = sum(ends.values())
+        log_dir = root / "data" / "broker-0" / "logs"
+        spark = make_session(master="local[2]", app_name="tierlog-spark-bench-s3")
+        try:
+            spark.conf.set(READER_CONF, "jvm")
+            frame = _tierlog_frame(spark, settings, log_dir)
+            jvm = _best(lambda: _aggregate_all(_tierlog_frame(spark, settings, log_dir)), records)
+            local_parquet = str(root / "parquet")
+            frame.write.parquet(local_parquet)
+        finally:
+            spark.stop()
+        fs.put(local_parquet, "bench/parquet", recursive=True)
+        parquet = _best(lambda: _pyarrow_aggregate(endpoint, "bench/parquet"), records)
+        return jvm, parquet, records
+    finally:
+        server.stop()
+
+
+def _pyarrow_aggregate(endpoint: str, path: str) -> tuple[int]:
+    """Reads every column of a Parquet dataset on S3 with pyarrow; (rows,)."""
+    import pyarrow.dataset as ds
+    from pyarrow import fs
+
+    s3 = fs.S3FileSystem(
+        access_key="testing",
+        secret_key="testing",
+        endpoint_override=endpoint.removeprefix("http://"),
+        scheme="http",
+        region="us-east-1",
+    )
+    return (ds.dataset(path, filesystem=s3, format="parquet").to_table().num_rows,)
+
+
+def run(quick: bool) -> list[dict[str, Any]]:
+    from tierlog_spark.jvm.build import JarBuildError, build_jar
+    from tierlog_spark.session import make_session
+
+    try:
+        build_jar()
+    except JarBuildError as error:
+        raise RuntimeError(f"the JVM reader is what this benchmark measures: {error}") from None
     partitions, segments = 4, 6 if quick else 16
     segment_bytes = (1 if quick else 4) * MiB
     with tempfile.TemporaryDirectory(prefix="tierlog-spark-bench-") as scratch:
         root = Path(scratch)
-        ends, consumed = _tier(root, partitions, segments, segment_bytes)
+        ends, consumed = _tier(root, partitions, segments, segment_bytes, _settings(root))
         records = sum(ends.values())
         settings, log_dir = _settings(root), root / "data" / "broker-0" / "logs"
         alone = _decode_in_process(settings, log_dir, records)
 
         spark = make_session(master="local[1]", app_name="tierlog-spark-bench")
-        one = _best(lambda: _aggregate(_tierlog_frame(spark, settings, log_dir)), records)
+        spark.conf.set(READER_CONF, "jvm")
+        one = _best(lambda: _aggregate_all(_tierlog_frame(spark, settings, log_dir)), records)
         spark.stop()
 
         spark = make_session(master="local[2]", app_name="tierlog-spark-bench")
         try:
+            spark.conf.set(READER_CONF, "jvm")
             frame = _tierlog_frame(spark, settings, log_dir)
             tasks = frame.rdd.getNumPartitions()
-            two = _best(lambda: _aggregate(_tierlog_frame(spark, settings, log_dir)), records)
-            projected = _best(
-                lambda: _aggregate(_tierlog_frame(spark, settings, log_dir, AGGREGATE_COLUMNS)),
-                records,
-            )
             parquet = str(root / "parquet")
             frame.write.parquet(parquet)
-            from_parquet = _best(lambda: _aggregate(spark.read.parquet(parquet)), records)
+            spark.conf.unset(READER_CONF)
+            parquet_all = _best(lambda: _aggregate_all(spark.read.parquet(parquet)), records)
+            parquet_some = _best(lambda: _aggregate(spark.read.parquet(parquet)), records)
+            jvm_all, jvm_some = _spark_reads(spark, settings, log_dir, records, "jvm")
+            py_all, py_some = _spark_reads(spark, settings, log_dir, records, "python")
         finally:
             spark.stop()
+        s3 = _s3_reads(root / "s3", quick)
 
     shape = f"{records:,} records, {partitions * segments} segments, {tasks} tasks"
-    return [
+    rows = [
         row(
-            f"spark local[2] tierlog read vs Parquet ({shape})",
-            records / two,
+            f"spark local[2] JVM reader, all 14 columns, vs Parquet ({shape})",
+            records / jvm_all,
             "rec/s",
-            records / from_parquet,
-            0.5,
+            records / parquet_all,
+            1.0,
         ),
         row(
-            "spark local[2] tierlog read of the aggregate's columns (a schema naming them) "
+            "spark local[2] JVM reader, the aggregate's columns (pruned by Spark), vs Parquet",
+            records / jvm_some,
+            "rec/s",
+            records / parquet_some,
+            1.0,
+        ),
+        row(
+            "spark local[2] Python reader, all 14 columns, vs Parquet",
+            records / py_all,
+            "rec/s",
+            records / parquet_all,
+            None,
+        ),
+        row(
+            "spark local[2] Python reader, the aggregate's columns (a schema naming them), "
             "vs Parquet",
-            records / projected,
+            records / py_some,
             "rec/s",
-            records / from_parquet,
-            0.5,
+            records / parquet_some,
+            None,
         ),
         row(
-            "spark local[2] tierlog read vs the runtime's consumer",
-            records / two,
+            "spark local[2] JVM reader vs the Python reader, all 14 columns",
+            records / jvm_all,
+            "rec/s",
+            records / py_all,
+            None,
+        ),
+        row(
+            "spark local[2] JVM reader vs the runtime's consumer",
+            records / jvm_all,
             "rec/s",
             records / consumed,
             None,
         ),
         row(
-            "fetch and decode in one Python process, no Spark (the ceiling per core) vs Parquet "
-            "local[2]",
+            "fetch and decode in one Python process, no Spark (the ceiling per core of a Python "
+            "reader) vs Parquet local[2]",
             records / alone,
             "rec/s",
-            records / from_parquet,
+            records / parquet_all,
             None,
         ),
-        row("spark tierlog read: local[2] vs local[1]", records / two, "rec/s", records / one, 1.7),
+        row(
+            "spark JVM reader: local[2] vs local[1]",
+            records / jvm_all,
+            "rec/s",
+            records / one,
+            1.7,
+        ),
     ]
+    if s3 is not None:
+        jvm_s3, parquet_s3, s3_records = s3
+        rows.append(
+            row(
+                f"S3 (moto on loopback) JVM reader local[2], all columns, vs pyarrow reading the "
+                f"same records as Parquet from the same endpoint ({s3_records:,} records)",
+                s3_records / jvm_s3,
+                "rec/s",
+                s3_records / parquet_s3,
+                None,
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,8 @@ from tierlog.records import Compression, RecordBatchBuilder, TimestampType
 from tests.spark.tiered import Record, TieredCluster, tiered_cluster
 
 pytest.importorskip("tierlog_fsspec")
+#: Each test here chooses its reader itself.
+pytestmark = pytest.mark.one_reader
 
 READER_KEY = "spark.tierlog.reader"
 PLANNER_INTERFACE = "io.tierlog.spark.Planner"
@@ -78,52 +78,18 @@ class RecordingPlanner:
         implements = [PLANNER_INTERFACE]
 
 
-@pytest.fixture(scope="module")
-def jvm_spark() -> Iterator[Any]:
-    """A ``local[2]`` session with the jar on its classpath and the Python source registered."""
-    from pyspark import SparkContext
-    from pyspark.java_gateway import ensure_callback_server_started
-    from pyspark.sql import SparkSession
-    from tierlog_spark.jvm.build import build_jar
+@pytest.fixture
+def jvm_spark(spark: Any) -> Iterator[Any]:
+    """The shared session, which carries the jar and registers the Python source beside the
+    JVM provider; tests here install their own planner, so the real one is put back after."""
+    from tierlog_spark.jvm.bridge import install, installed
 
-    jar = build_jar()
-    if SparkContext._active_spark_context is not None:
-        pytest.skip("a Spark session without the tierlog jar is already running")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tierlog-jvm-tests")
-        .config("spark.jars", str(jar))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
-    )
-    _register_python_source(session)
-    ensure_callback_server_started(session.sparkContext._gateway)
-    try:
-        yield session
-    finally:
-        session.stop()
+    from tests.spark.conftest import require_jvm_reader
 
-
-def _register_python_source(spark: Any) -> None:
-    """Registers the Python source as ``tierlog`` next to the JVM provider of the same name.
-
-    ``spark.dataSource.register`` refuses a name a JVM source already has, so the source goes
-    straight to the session's data source manager, as that call would after its check.
-    """
-    from pyspark.sql.udf import _wrap_function
-    from tierlog_spark.datasource import PUSHDOWN_CONF, TierlogDataSource
-
-    context = spark.sparkContext
-    source = context._jvm.org.apache.spark.sql.execution.datasources.v2.python
-    wrapped = source.UserDefinedPythonDataSource(_wrap_function(context, TierlogDataSource))
-    manager = spark._jsparkSession.sessionState().dataSourceManager()
-    manager.registerDataSource(TierlogDataSource.name(), wrapped)
-    spark.conf.set(PUSHDOWN_CONF, "true")
+    require_jvm_reader(spark)
+    yield spark
+    if not installed(spark):
+        install(spark)
 
 
 def _bridge(spark: Any) -> Any:
