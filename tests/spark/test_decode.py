@@ -16,7 +16,6 @@ from tierlog.errors import CorruptRecordError
 from tierlog.records import (
     Compression,
     ControlType,
-    RecordBatchBuilder,
     TimestampType,
     build_control_batch,
     iter_batches,
@@ -26,26 +25,17 @@ from tierlog.records.varint import encode_varlong
 from tierlog_spark import decode
 from tierlog_spark.decode import SCHEMA, decode_segment
 
-T0 = 1_700_000_000_000
-Spec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
-
-
-def _spec(i: int) -> Spec:
-    """Record ``i``: null and empty keys and values, long values, headers, and timestamps that
-    step backwards as well as forwards."""
-    key = None if i % 4 == 0 else (b"" if i % 4 == 1 else b"key-%d" % i)
-    value = None if i % 5 == 0 else bytes(range(256)) * (i % 3) + b"v%d" % i
-    headers: list[tuple[str, bytes | None]] = []
-    if i % 3 == 1:
-        headers = [("trace-id", b"%08d" % i), ("nullable", None), ("ünïcode", b"")]
-    return T0 + (i * 37) % 1000 - 300, key, value, headers
-
-
-def _batch(specs: list[Spec], compression: Compression = Compression.NONE, **kwargs: Any) -> bytes:
-    builder = RecordBatchBuilder(compression, **kwargs)
-    for timestamp, key, value, headers in specs:
-        builder.append(timestamp, key, value, headers)
-    return builder.build()
+from tests.spark.segments import (
+    INTERLEAVED,
+    P_ABORTS,
+    P_COMMITS,
+    T0,
+    Spec,
+    marker,
+    record_batch,
+    spec,
+    transactional,
+)
 
 
 def _decode(data: bytes, **kwargs: Any) -> list[pa.RecordBatch]:
@@ -123,12 +113,12 @@ def test_the_schema_has_the_documented_columns_in_order() -> None:
 
 
 def test_every_column_equals_what_was_built(codec: Compression) -> None:
-    idempotent = [_spec(i) for i in range(40)]
-    plain = [_spec(i) for i in range(40, 70)]
-    transactional = [_spec(i) for i in range(70, 75)]
+    idempotent = [spec(i) for i in range(40)]
+    plain = [spec(i) for i in range(40, 70)]
+    transactional = [spec(i) for i in range(70, 75)]
     data = b"".join(
         [
-            _batch(
+            record_batch(
                 idempotent,
                 codec,
                 base_offset=100,
@@ -137,8 +127,8 @@ def test_every_column_equals_what_was_built(codec: Compression) -> None:
                 base_sequence=(1 << 31) - 10,  # the sequence wraps inside the batch
                 partition_leader_epoch=5,
             ),
-            _batch(plain, codec, base_offset=140, partition_leader_epoch=6),
-            _batch(
+            record_batch(plain, codec, base_offset=140, partition_leader_epoch=6),
+            record_batch(
                 transactional,
                 codec,
                 base_offset=170,
@@ -190,13 +180,13 @@ def test_every_column_equals_what_was_built(codec: Compression) -> None:
 
 
 def test_log_append_time_batches_give_every_record_the_batch_timestamp(codec: Compression) -> None:
-    create_time = _batch([_spec(i) for i in range(5)], codec)
-    append_time = bytearray(_batch([_spec(i) for i in range(5, 9)], codec, base_offset=5))
+    create_time = record_batch([spec(i) for i in range(5)], codec)
+    append_time = bytearray(record_batch([spec(i) for i in range(5, 9)], codec, base_offset=5))
     set_max_timestamp(append_time, T0 + 12345, timestamp_type=TimestampType.LOG_APPEND_TIME)
     rows = _rows(_decode(create_time + bytes(append_time)))
     assert [r["timestamp_type"] for r in rows] == ["CreateTime"] * 5 + ["LogAppendTime"] * 4
     assert [r["timestamp"] for r in rows[5:]] == [T0 + 12345] * 4
-    assert [r["timestamp"] for r in rows[:5]] == [_spec(i)[0] for i in range(5)]
+    assert [r["timestamp"] for r in rows[:5]] == [spec(i)[0] for i in range(5)]
 
 
 def test_rows_match_kafka_pythons_independent_reader(codec: Compression) -> None:
@@ -223,7 +213,7 @@ def test_rows_match_kafka_pythons_independent_reader(codec: Compression) -> None
             batch_size=1 << 30,
         )
         for offset in range(base, base + 100):
-            timestamp, key, value, headers = _spec(offset)
+            timestamp, key, value, headers = spec(offset)
             builder.append(
                 offset - base, timestamp=timestamp, key=key, value=value, headers=headers
             )
@@ -260,7 +250,7 @@ def test_long_varints_and_extreme_values_decode() -> None:
         ((1 << 62), b"", None, []),  # a 9-byte delta
         (0, b"\x00", b"\xff" * 64, [("", None)] * 3),
     ]
-    data = _batch(
+    data = record_batch(
         specs, base_offset=(1 << 40), producer_id=(1 << 50), producer_epoch=32767, base_sequence=5
     )
     rows = _rows(_decode(data))
@@ -271,7 +261,7 @@ def test_long_varints_and_extreme_values_decode() -> None:
 
 def test_records_with_many_headers_decode_through_the_core(codec: Compression) -> None:
     headers = [(f"h{i}", bytes([i])) for i in range(100)]
-    data = _batch([(T0, b"k", b"v", headers), (T0, None, None, [])], codec)
+    data = record_batch([(T0, b"k", b"v", headers), (T0, None, None, [])], codec)
     rows = _rows(_decode(data))
     assert rows[0]["headers"] == headers
     assert rows[1]["headers"] == []
@@ -281,7 +271,7 @@ def test_the_columnar_decoder_and_the_cores_agree(
     codec: Compression, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = b"".join(
-        _batch([_spec(i) for i in range(base, base + 25)], codec, base_offset=base)
+        record_batch([spec(i) for i in range(base, base + 25)], codec, base_offset=base)
         for base in range(0, 100, 25)
     )
     kwargs = {"start_offset": 10, "end_offset": 90, "min_timestamp": T0 - 200, "max_rows": 17}
@@ -304,14 +294,14 @@ def test_valid_segments_never_fall_back_to_the_core(
 
     monkeypatch.setattr(decode._SegmentReader, "_decode_with_core", forbidden)
     data = b"".join(
-        _batch([_spec(i) for i in range(base, base + 30)], codec, base_offset=base)
+        record_batch([spec(i) for i in range(base, base + 30)], codec, base_offset=base)
         for base in range(0, 90, 30)
     )
-    large = _batch(
+    large = record_batch(
         [(T0 + i * 60_000, b"k", bytes(20_000 + i), []) for i in range(5)], codec, base_offset=90
     )
     rows = _rows(_decode(data + large, start_offset=5, max_timestamp=T0 + 500))
-    expected = [i for i in range(5, 90) if _spec(i)[0] <= T0 + 500] + [90]
+    expected = [i for i in range(5, 90) if spec(i)[0] <= T0 + 500] + [90]
     assert [r["offset"] for r in rows] == expected
     rows = _rows(_decode(large))
     assert [len(r["value"]) for r in rows] == [20_000 + i for i in range(5)]
@@ -322,7 +312,7 @@ def test_valid_segments_never_fall_back_to_the_core(
 
 def _three_batches(codec: Compression = Compression.NONE) -> bytes:
     return b"".join(
-        _batch([_spec(i) for i in range(base, base + 10)], codec, base_offset=base)
+        record_batch([spec(i) for i in range(base, base + 10)], codec, base_offset=base)
         for base in (0, 10, 20)
     )
 
@@ -346,7 +336,7 @@ def test_timestamps_outside_the_range_are_filtered_out(
     expected = [
         i
         for i in range(30)
-        if (low is None or _spec(i)[0] >= low) and (high is None or _spec(i)[0] <= high)
+        if (low is None or spec(i)[0] >= low) and (high is None or spec(i)[0] <= high)
     ]
     assert 0 < len(expected) < 30
     assert [r["offset"] for r in rows] == expected
@@ -365,21 +355,25 @@ def _with_garbage_records(batch: bytes) -> bytes:
 
 
 def test_batches_outside_the_range_are_skipped_without_decoding_their_records() -> None:
-    garbage = _with_garbage_records(_batch([_spec(i) for i in range(10)], base_offset=10))
-    data = _batch([_spec(i) for i in range(10)]) + garbage + _batch([_spec(0)], base_offset=20)
+    garbage = _with_garbage_records(record_batch([spec(i) for i in range(10)], base_offset=10))
+    data = (
+        record_batch([spec(i) for i in range(10)])
+        + garbage
+        + record_batch([spec(0)], base_offset=20)
+    )
     with pytest.raises(CorruptRecordError):
         _decode(data)
     assert [r["offset"] for r in _rows(_decode(data, end_offset=9))] == list(range(10))
     assert [r["offset"] for r in _rows(_decode(data, start_offset=20))] == [20]
-    late = max(_spec(i)[0] for i in range(10)) + 1
+    late = max(spec(i)[0] for i in range(10)) + 1
     assert [r["offset"] for r in _rows(_decode(data, min_timestamp=late))] == []
 
 
 def test_control_batches_are_never_rows() -> None:
     data = b"".join(
         [
-            _batch(
-                [_spec(0), _spec(1)],
+            record_batch(
+                [spec(0), spec(1)],
                 producer_id=1,
                 producer_epoch=0,
                 base_sequence=0,
@@ -388,7 +382,7 @@ def test_control_batches_are_never_rows() -> None:
             build_control_batch(
                 ControlType.COMMIT, producer_id=1, producer_epoch=0, timestamp=T0, base_offset=2
             ),
-            _batch([_spec(3)], base_offset=3),
+            record_batch([spec(3)], base_offset=3),
         ]
     )
     for read_committed in (False, True):
@@ -397,42 +391,6 @@ def test_control_batches_are_never_rows() -> None:
 
 
 # --- transactions ---------------------------------------------------------------------------
-
-P_COMMITS, P_ABORTS = 1000, 2000
-
-
-def _transactional(producer: int, base_offset: int, count: int, sequence: int) -> bytes:
-    return _batch(
-        [_spec(base_offset + i) for i in range(count)],
-        base_offset=base_offset,
-        producer_id=producer,
-        producer_epoch=0,
-        base_sequence=sequence,
-        is_transactional=True,
-    )
-
-
-def _marker(kind: ControlType, producer: int, offset: int) -> bytes:
-    return build_control_batch(
-        kind, producer_id=producer, producer_epoch=0, timestamp=T0, base_offset=offset
-    )
-
-
-#: Two producers interleaved: P_COMMITS commits offsets 0-2 and 6-7; P_ABORTS aborts 3-5 and
-#: 8-9, then commits 12-13; 15-16 are not transactional.
-INTERLEAVED = b"".join(
-    [
-        _transactional(P_COMMITS, 0, 3, 0),
-        _transactional(P_ABORTS, 3, 3, 0),
-        _transactional(P_COMMITS, 6, 2, 3),
-        _transactional(P_ABORTS, 8, 2, 3),
-        _marker(ControlType.COMMIT, P_COMMITS, 10),
-        _marker(ControlType.ABORT, P_ABORTS, 11),
-        _transactional(P_ABORTS, 12, 2, 5),
-        _marker(ControlType.COMMIT, P_ABORTS, 14),
-        _batch([_spec(15), _spec(16)], base_offset=15),
-    ]
-)
 
 
 def test_read_committed_drops_exactly_the_aborted_transaction() -> None:
@@ -452,10 +410,10 @@ def test_read_uncommitted_keeps_every_data_record() -> None:
 def test_an_aborted_transaction_begun_in_an_earlier_segment_is_dropped() -> None:
     data = b"".join(
         [
-            _transactional(P_ABORTS, 50, 2, 7),  # the end of a transaction begun at 40
-            _marker(ControlType.ABORT, P_ABORTS, 52),
-            _transactional(P_ABORTS, 53, 1, 9),
-            _marker(ControlType.COMMIT, P_ABORTS, 54),
+            transactional(P_ABORTS, 50, 2, 7),  # the end of a transaction begun at 40
+            marker(ControlType.ABORT, P_ABORTS, 52),
+            transactional(P_ABORTS, 53, 1, 9),
+            marker(ControlType.COMMIT, P_ABORTS, 54),
         ]
     )
     rows = _rows(_decode(data, aborted=[(P_ABORTS, 40)], read_committed=True))
@@ -493,15 +451,15 @@ def test_a_truncated_segment_is_corrupt(cut: int) -> None:
 
 
 def test_garbage_records_under_a_valid_crc_are_corrupt_with_their_position() -> None:
-    first = _batch([_spec(i) for i in range(5)])
-    data = first + _with_garbage_records(_batch([_spec(i) for i in range(5)], base_offset=5))
+    first = record_batch([spec(i) for i in range(5)])
+    data = first + _with_garbage_records(record_batch([spec(i) for i in range(5)], base_offset=5))
     with pytest.raises(CorruptRecordError, match="seg-7") as info:
         _decode(data)
     assert info.value.position is not None and info.value.position >= len(first)
 
 
 def test_corrupt_compressed_records_are_corrupt() -> None:
-    batch = bytearray(_batch([_spec(i) for i in range(20)], Compression.ZSTD))
+    batch = bytearray(record_batch([spec(i) for i in range(20)], Compression.ZSTD))
     batch[70:80] = bytes(10)
     _restamp(batch)
     with pytest.raises(CorruptRecordError, match="seg-7") as info:
@@ -538,7 +496,7 @@ def test_mutated_segments_decode_like_the_core_or_are_corrupt(data: st.DataObjec
     codec = data.draw(st.sampled_from([Compression.NONE, Compression.NONE, Compression.GZIP]))
     segment = bytearray(
         b"".join(
-            _batch([_spec(i) for i in range(base, base + 6)], codec, base_offset=base)
+            record_batch([spec(i) for i in range(base, base + 6)], codec, base_offset=base)
             for base in (0, 6)
         )
     )
@@ -599,7 +557,7 @@ def _segments(draw: st.DrawFn) -> tuple[bytes, list[list[Spec]]]:
     for specs in batches:
         producer = draw(st.sampled_from([-1, 5]))
         out.append(
-            _batch(
+            record_batch(
                 specs,
                 codec,
                 base_offset=offset,

@@ -36,9 +36,18 @@ from tierlog.records import (
 )
 from tierlog_spark.decode import SCHEMA, decode_segment
 
-T0 = 1_700_000_000_000
+from tests.spark.segments import (
+    INTERLEAVED,
+    P_ABORTS,
+    T0,
+    Spec,
+    marker,
+    record_batch,
+    spec,
+    transactional,
+)
+
 COLUMNS = SCHEMA.names
-Spec = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 
 
 # --- the JVM --------------------------------------------------------------------------------
@@ -117,24 +126,6 @@ def dumper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dumper]:
 # --- ranges and the rows Python decodes -----------------------------------------------------
 
 
-def _spec(i: int) -> Spec:
-    """Record ``i``: null and empty keys and values, long values, headers (null values, non-ASCII
-    keys), and timestamps that step backwards as well as forwards."""
-    key = None if i % 4 == 0 else (b"" if i % 4 == 1 else b"key-%d" % i)
-    value = None if i % 5 == 0 else bytes(range(256)) * (i % 3) + b"v%d" % i
-    headers: list[tuple[str, bytes | None]] = []
-    if i % 3 == 1:
-        headers = [("trace-id", b"%08d" % i), ("nullable", None), ("ünïcode", b"")]
-    return T0 + (i * 37) % 1000 - 300, key, value, headers
-
-
-def _batch(specs: list[Spec], compression: Compression = Compression.NONE, **kwargs: Any) -> bytes:
-    builder = RecordBatchBuilder(compression, **kwargs)
-    for timestamp, key, value, headers in specs:
-        builder.append(timestamp, key, value, headers)
-    return builder.build()
-
-
 def _range(source: dict[str, Any], **bounds: Any) -> dict[str, Any]:
     return {
         "topic": "orders",
@@ -207,7 +198,7 @@ def codec(request: pytest.FixtureRequest) -> Compression:
 
 def _three_batches(codec: Compression = Compression.NONE) -> bytes:
     return b"".join(
-        _batch([_spec(i) for i in range(base, base + 10)], codec, base_offset=base)
+        record_batch([spec(i) for i in range(base, base + 10)], codec, base_offset=base)
         for base in (0, 10, 20)
     )
 
@@ -218,8 +209,8 @@ def _three_batches(codec: Compression = Compression.NONE) -> bytes:
 def _every_kind_of_batch(codec: Compression) -> bytes:
     return b"".join(
         [
-            _batch(
-                [_spec(i) for i in range(40)],
+            record_batch(
+                [spec(i) for i in range(40)],
                 codec,
                 base_offset=100,
                 producer_id=42,
@@ -227,9 +218,9 @@ def _every_kind_of_batch(codec: Compression) -> bytes:
                 base_sequence=(1 << 31) - 10,  # the sequence wraps inside the batch
                 partition_leader_epoch=5,
             ),
-            _batch([_spec(i) for i in range(40, 70)], codec, base_offset=140),
-            _batch(
-                [_spec(i) for i in range(70, 75)],
+            record_batch([spec(i) for i in range(40, 70)], codec, base_offset=140),
+            record_batch(
+                [spec(i) for i in range(70, 75)],
                 codec,
                 base_offset=170,
                 producer_id=9,
@@ -241,7 +232,9 @@ def _every_kind_of_batch(codec: Compression) -> bytes:
             build_control_batch(
                 ControlType.COMMIT, producer_id=9, producer_epoch=0, timestamp=T0, base_offset=175
             ),
-            _batch([(T0, b"k", b"x" * 70_000, [("big", b"y" * 5000)])], codec, base_offset=176),
+            record_batch(
+                [(T0, b"k", b"x" * 70_000, [("big", b"y" * 5000)])], codec, base_offset=176
+            ),
         ]
     )
 
@@ -264,9 +257,9 @@ def test_every_column_matches_python(
 def test_log_append_time_gives_every_record_the_batch_timestamp(
     dumper: Dumper, tmp_path: Path, codec: Compression
 ) -> None:
-    append_time = bytearray(_batch([_spec(i) for i in range(5, 9)], codec, base_offset=5))
+    append_time = bytearray(record_batch([spec(i) for i in range(5, 9)], codec, base_offset=5))
     set_max_timestamp(append_time, T0 + 12345, timestamp_type=TimestampType.LOG_APPEND_TIME)
-    data = _batch([_spec(i) for i in range(5)], codec) + bytes(append_time)
+    data = record_batch([spec(i) for i in range(5)], codec) + bytes(append_time)
     rows = _check(dumper, _file_source(tmp_path, data), data, batch_rows=3)
     assert [r["timestamp_type"] for r in rows] == ["CreateTime"] * 5 + ["LogAppendTime"] * 4
     assert [r["timestamp"] for r in rows[5:]] == [(T0 + 12345) * 1000] * 4
@@ -279,7 +272,7 @@ def test_records_with_many_headers_and_long_varints(dumper: Dumper, tmp_path: Pa
         (T0 + (1 << 40), b"", None, []),
         (0, b"\x00", b"\xff" * 64, [("", None)] * 3),
     ]
-    data = _batch(
+    data = record_batch(
         specs, base_offset=1 << 40, producer_id=1 << 50, producer_epoch=32767, base_sequence=5
     )
     rows = _check(dumper, _file_source(tmp_path, data), data)
@@ -335,8 +328,8 @@ def _framings() -> list[tuple[str, Compression, Any]]:
 
 
 def test_every_framing_the_python_reader_accepts(dumper: Dumper, tmp_path: Path) -> None:
-    specs = [_spec(i) for i in range(300)]
-    plain = _batch(specs, base_offset=0, producer_id=3, producer_epoch=0, base_sequence=0)
+    specs = [spec(i) for i in range(300)]
+    plain = record_batch(specs, base_offset=0, producer_id=3, producer_epoch=0, base_sequence=0)
     for name, codec, compress in _framings():
         data = _recompressed(plain, codec, compress(plain[61:]))
         assert next(iter_batches(data)).compression == codec
@@ -350,7 +343,7 @@ def test_a_records_section_decompressing_past_the_cap_is_refused(
 ) -> None:
     from tierlog.records import DEFAULT_MAX_DECOMPRESSED_SIZE, compress
 
-    plain = _batch([_spec(1)])
+    plain = record_batch([spec(1)])
     bomb = compress(codec, bytes(DEFAULT_MAX_DECOMPRESSED_SIZE + 1000))
     data = _recompressed(plain, codec, bomb)
     error = _jvm_error(dumper, _file_source(tmp_path, data))
@@ -411,9 +404,9 @@ def test_timestamp_bounds(
 def test_log_append_time_batches_past_the_bounds_are_skipped(
     dumper: Dumper, tmp_path: Path
 ) -> None:
-    late = bytearray(_batch([_spec(i) for i in range(10, 20)], base_offset=10))
+    late = bytearray(record_batch([spec(i) for i in range(10, 20)], base_offset=10))
     set_max_timestamp(late, T0 + 10_000, timestamp_type=TimestampType.LOG_APPEND_TIME)
-    data = _batch([_spec(i) for i in range(10)]) + bytes(late)
+    data = record_batch([spec(i) for i in range(10)]) + bytes(late)
     rows = _check(dumper, _file_source(tmp_path, data), data, max_timestamp=T0 + 5000)
     assert [r["offset"] for r in rows] == list(range(10))
 
@@ -433,42 +426,6 @@ def test_gaps_in_offsets(dumper: Dumper, tmp_path: Path, codec: Compression) -> 
 
 
 # --- transactions ---------------------------------------------------------------------------
-
-P_COMMITS, P_ABORTS = 1000, 2000
-
-
-def _transactional(producer: int, base_offset: int, count: int, sequence: int) -> bytes:
-    return _batch(
-        [_spec(base_offset + i) for i in range(count)],
-        base_offset=base_offset,
-        producer_id=producer,
-        producer_epoch=0,
-        base_sequence=sequence,
-        is_transactional=True,
-    )
-
-
-def _marker(kind: ControlType, producer: int, offset: int) -> bytes:
-    return build_control_batch(
-        kind, producer_id=producer, producer_epoch=0, timestamp=T0, base_offset=offset
-    )
-
-
-#: P_COMMITS commits offsets 0-2 and 6-7; P_ABORTS aborts 3-5 and 8-9, then commits 12-13;
-#: 15-16 are not transactional.
-INTERLEAVED = b"".join(
-    [
-        _transactional(P_COMMITS, 0, 3, 0),
-        _transactional(P_ABORTS, 3, 3, 0),
-        _transactional(P_COMMITS, 6, 2, 3),
-        _transactional(P_ABORTS, 8, 2, 3),
-        _marker(ControlType.COMMIT, P_COMMITS, 10),
-        _marker(ControlType.ABORT, P_ABORTS, 11),
-        _transactional(P_ABORTS, 12, 2, 5),
-        _marker(ControlType.COMMIT, P_ABORTS, 14),
-        _batch([_spec(15), _spec(16)], base_offset=15),
-    ]
-)
 
 
 @pytest.mark.parametrize(
@@ -504,10 +461,10 @@ def test_transactions(
 def test_an_aborted_transaction_begun_in_an_earlier_segment(dumper: Dumper, tmp_path: Path) -> None:
     data = b"".join(
         [
-            _transactional(P_ABORTS, 50, 2, 7),
-            _marker(ControlType.ABORT, P_ABORTS, 52),
-            _transactional(P_ABORTS, 53, 1, 9),
-            _marker(ControlType.COMMIT, P_ABORTS, 54),
+            transactional(P_ABORTS, 50, 2, 7),
+            marker(ControlType.ABORT, P_ABORTS, 52),
+            transactional(P_ABORTS, 53, 1, 9),
+            marker(ControlType.COMMIT, P_ABORTS, 54),
         ]
     )
     rows = _check(
@@ -571,8 +528,8 @@ def _restamped(data: bytearray, position: int = 0) -> bytes:
 def test_garbage_records_under_a_valid_crc_name_their_position(
     dumper: Dumper, tmp_path: Path, where: int, value: int
 ) -> None:
-    first = _batch([_spec(i) for i in range(5)])
-    damaged = bytearray(_batch([_spec(i) for i in range(5)], base_offset=5))
+    first = record_batch([spec(i) for i in range(5)])
+    damaged = bytearray(record_batch([spec(i) for i in range(5)], base_offset=5))
     damaged[61 + where] = value
     data = first + _restamped(damaged)
     python = _python_error(data)
@@ -582,7 +539,7 @@ def test_garbage_records_under_a_valid_crc_name_their_position(
 
 
 def test_a_header_key_that_is_not_utf8_is_corrupt(dumper: Dumper, tmp_path: Path) -> None:
-    data = bytearray(_batch([(T0, b"k", b"v", [("ab", b"x")])]))
+    data = bytearray(record_batch([(T0, b"k", b"v", [("ab", b"x")])]))
     data[data.index(b"ab")] = 0xC3  # a lead byte followed by an ASCII byte
     data = bytearray(_restamped(data))
     error = _jvm_error(dumper, _file_source(tmp_path, bytes(data)))
@@ -603,7 +560,7 @@ _UTF8_EDGES += [0xEF, 0xF0, 0xF4, 0xF5, 0xFF]
 def test_header_keys_are_utf8_exactly_when_python_says_so(
     dumper: Dumper, tmp_path: Path, key: list[int]
 ) -> None:
-    data = bytearray(_batch([(T0, b"k", b"v", [("\x01\x02\x03\x04", b"x")])]))
+    data = bytearray(record_batch([(T0, b"k", b"v", [("\x01\x02\x03\x04", b"x")])]))
     at = data.index(b"\x01\x02\x03\x04")
     data[at : at + 4] = bytes(key)
     damaged = _restamped(data)
@@ -622,7 +579,7 @@ def test_header_keys_are_utf8_exactly_when_python_says_so(
 
 def test_corrupt_compressed_records_are_corrupt(dumper: Dumper, tmp_path: Path) -> None:
     for codec in (Compression.GZIP, Compression.ZSTD, Compression.LZ4, Compression.SNAPPY):
-        batch = bytearray(_batch([_spec(i) for i in range(20)], codec))
+        batch = bytearray(record_batch([spec(i) for i in range(20)], codec))
         batch[75:85] = bytes(10)
         data = _restamped(batch)
         _python_error(data)
@@ -633,12 +590,12 @@ def test_corrupt_compressed_records_are_corrupt(dumper: Dumper, tmp_path: Path) 
 def test_batches_outside_the_range_are_skipped_before_their_records_are_read(
     dumper: Dumper, tmp_path: Path
 ) -> None:
-    garbage = bytearray(_batch([_spec(i) for i in range(10)], base_offset=10))
+    garbage = bytearray(record_batch([spec(i) for i in range(10)], base_offset=10))
     garbage[61 + 4] = 0x7E
     data = (
-        _batch([_spec(i) for i in range(10)])
+        record_batch([spec(i) for i in range(10)])
         + _restamped(garbage)
-        + _batch([_spec(0)], base_offset=20)
+        + record_batch([spec(0)], base_offset=20)
     )
     source = _file_source(tmp_path, data)
     assert "seg-7" in _jvm_error(dumper, source)
@@ -670,7 +627,7 @@ def test_damaged_segments_decode_like_python_or_fail_naming_a_position(
     codec = data.draw(st.sampled_from([Compression.NONE, Compression.NONE, *Compression]))
     segment = bytearray(
         b"".join(
-            _batch([_spec(i) for i in range(base, base + 6)], codec, base_offset=base)
+            record_batch([spec(i) for i in range(base, base + 6)], codec, base_offset=base)
             for base in (0, 6, 12)
         )
     )
@@ -821,7 +778,7 @@ def test_a_chunked_source_is_checked_decrypted_decompressed_and_cut(
     pytest.importorskip("cryptography")
     pytest.importorskip("zstandard")
     batches = [
-        _batch([_spec(i) for i in range(base, base + 10)], base_offset=base)
+        record_batch([spec(i) for i in range(base, base + 10)], base_offset=base)
         for base in range(0, 100, 10)
     ]
     segment = b"".join(batches)

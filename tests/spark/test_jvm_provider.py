@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from tierlog.records import Compression, RecordBatchBuilder, TimestampType
+from tierlog_spark.decode import SCHEMA
 
 from tests.spark.tiered import Record, TieredCluster, tiered_cluster
 
@@ -26,22 +27,7 @@ pytestmark = pytest.mark.one_reader
 
 READER_KEY = "spark.tierlog.reader"
 PLANNER_INTERFACE = "io.tierlog.spark.Planner"
-COLUMNS = [
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "timestamp_type",
-    "key",
-    "value",
-    "headers",
-    "leader_epoch",
-    "producer_id",
-    "producer_epoch",
-    "sequence",
-    "is_transactional",
-    "segment_id",
-]
+COLUMNS = SCHEMA.names
 T0 = 1_700_000_000_000
 
 Answer = Callable[[dict[str, Any]], dict[str, Any]]

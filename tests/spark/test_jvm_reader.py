@@ -38,7 +38,7 @@ from tierlog.model import (
 )
 from tierlog.records import Compression, RecordBatchBuilder, iter_batches
 from tierlog.server import protocol as p
-from tierlog.spi import RemoteStorageManager
+from tierlog_spark.decode import SCHEMA
 
 from tests.server.conftest import Client
 from tests.spark.conftest import jvm_reader_buildable, require_jvm_reader
@@ -54,27 +54,7 @@ MIXED, APPEND, TXNS, GAPS, SEALED, MOVED = "mixed", "appended", "txns", "gaps", 
 CODECS = list(Compression)
 BUCKET = "tierlog-jvm"
 READER_CONF = "spark.tierlog.reader"
-COLUMNS = (
-    "topic",
-    "partition",
-    "offset",
-    "timestamp",
-    "timestamp_type",
-    "key",
-    "value",
-    "headers",
-    "leader_epoch",
-    "producer_id",
-    "producer_epoch",
-    "sequence",
-    "is_transactional",
-    "segment_id",
-)
-#: The planner's answers need the storage location hook (``tierlog_locate_log_segment``).
-needs_locate = pytest.mark.skipif(
-    not hasattr(RemoteStorageManager, "locate_log_segment"),
-    reason="the storage SPI has no locate_log_segment",
-)
+COLUMNS = tuple(SCHEMA.names)
 
 
 @attrs.frozen
@@ -395,7 +375,6 @@ def _decoded(tasks: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     return sorted(rows, key=repr)
 
 
-@needs_locate
 @pytest.mark.parametrize(
     ("fixture", "extra"),
     [
@@ -442,7 +421,6 @@ def test_the_planned_tasks_decode_to_the_python_readers_rows(
         assert {s["kind"] for s in remote} == {where}
 
 
-@needs_locate
 def test_read_committed_ranges_carry_the_aborted_transactions_found_on_the_driver(
     plain: Tiered,
 ) -> None:
@@ -461,7 +439,6 @@ def test_read_committed_ranges_carry_the_aborted_transactions_found_on_the_drive
     )
 
 
-@needs_locate
 def test_local_ranges_read_the_segment_file_or_its_deleted_rename(plain: Tiered) -> None:
     answer = _ask("plan", {"options": plain.options(topics=MIXED, includeLocal="true")})
     local = [r for t in answer["tasks"] for r in t["ranges"] if r["segmentId"].startswith("local:")]
@@ -473,7 +450,6 @@ def test_local_ranges_read_the_segment_file_or_its_deleted_rename(plain: Tiered)
         assert 0 <= source["start"] < source["end"] <= Path(source["path"]).stat().st_size
 
 
-@needs_locate
 def test_filters_are_pushed_as_the_python_reader_pushes_them(plain: Tiered) -> None:
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan
 
@@ -508,7 +484,6 @@ def test_filters_are_pushed_as_the_python_reader_pushes_them(plain: Tiered) -> N
     assert _decoded(answer["tasks"]) == expected
 
 
-@needs_locate
 def test_check_says_which_reader_and_why(plain: Tiered, sealed: Tiered) -> None:
     answer = _ask("check", {"options": plain.options(topics=MIXED)})
     assert answer["reader"] == "jvm" and "fsspec" in answer["why"]
@@ -538,7 +513,6 @@ def in_memory(tmp_path_factory: pytest.TempPathFactory) -> Tiered:
     return Tiered(settings, root / "data" / "broker-0" / "logs")
 
 
-@needs_locate
 def test_storage_without_locations_is_read_by_the_python_reader(in_memory: Tiered) -> None:
     options = in_memory.options(topics=MIXED)
     answer = _ask("check", {"options": options})

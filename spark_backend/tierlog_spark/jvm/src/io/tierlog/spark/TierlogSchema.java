@@ -2,8 +2,7 @@ package io.tierlog.spark;
 
 import java.util.HashSet;
 import java.util.Set;
-import org.apache.spark.sql.types.DataType;
-import org.apache.spark.sql.types.DataTypes;
+import io.tierlog.spark.read.RecordColumns;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
@@ -12,39 +11,10 @@ import org.apache.spark.sql.types.StructType;
  * {@code spark_schema()}, so that a query gives the same rows whichever reader runs it.
  */
 final class TierlogSchema {
-    /** A record header: its key is never null, its value may be. */
-    static final StructType HEADER =
-            new StructType(
-                    new StructField[] {
-                        field("key", DataTypes.StringType, false),
-                        field("value", DataTypes.BinaryType, true),
-                    });
-
-    /** Every column, in the order the source declares them. */
-    static final StructType FULL =
-            new StructType(
-                    new StructField[] {
-                        field("topic", DataTypes.StringType, false),
-                        field("partition", DataTypes.IntegerType, false),
-                        field("offset", DataTypes.LongType, false),
-                        field("timestamp", DataTypes.TimestampType, false),
-                        field("timestamp_type", DataTypes.StringType, false),
-                        field("key", DataTypes.BinaryType, true),
-                        field("value", DataTypes.BinaryType, true),
-                        field("headers", DataTypes.createArrayType(HEADER, true), false),
-                        field("leader_epoch", DataTypes.IntegerType, false),
-                        field("producer_id", DataTypes.LongType, false),
-                        field("producer_epoch", DataTypes.ShortType, false),
-                        field("sequence", DataTypes.IntegerType, false),
-                        field("is_transactional", DataTypes.BooleanType, false),
-                        field("segment_id", DataTypes.StringType, false),
-                    });
+    /** Every column, in the order the source declares them (the decoder's own schema). */
+    static final StructType FULL = RecordColumns.SCHEMA;
 
     private TierlogSchema() {}
-
-    private static StructField field(String name, DataType type, boolean nullable) {
-        return DataTypes.createStructField(name, type, nullable);
-    }
 
     /**
      * Refuses a user schema that is not a projection of {@link #FULL}: any of its columns, in any
