@@ -186,7 +186,7 @@ def tierlog_locate_log_segment(
         whose ``end`` is **exclusive** (the last byte position plus one, cut to the segment's
         size): either one object holding the segment's bytes as they are, or the stored chunks
         (compression, nonce, associated data, CRC-32C) that decode to them, with the data key
-        when they are encrypted. ``tierlog.locations.read_location`` must give exactly the
+        when they are encrypted. ``tierlog.location_reader.read_location`` must give exactly the
         bytes a fetch gives. The unwrapped data key travels with the location: Spark ships it
         to the executors inside the task, as it ships the plugin's settings (the key ring
         itself) to them for the Python reader.

@@ -7,9 +7,7 @@ decoding needs: compression, nonce, associated data, checksum and the data key).
 reader fetches and decodes them on the executors without calling the plugin; its JSON form is
 :meth:`SegmentLocation.to_json`.
 
-:func:`read_location` is the reference reader, written to the same rules as the JVM's: tests
-and the conformance kit use it to prove that a location yields exactly the bytes that
-``tierlog_fetch_log_segment`` returns for the same range.
+``location_reader.read_location`` is the reference reader of these locations.
 
 A location with a ``key`` carries the segment's unwrapped data key: whoever holds the location
 can decrypt those chunks, just as whoever holds the plugin's settings (its key ring) can.
@@ -20,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,8 +26,6 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import attrs
-
-from .errors import RemoteResourceNotFoundError, RemoteStorageError, RetriableRemoteStorageError
 
 #: How long a signed URL stays valid when the caller does not say (seconds).
 DEFAULT_EXPIRES_IN_S: Final = 3600
@@ -41,14 +36,11 @@ NONCE_BYTES: Final = 12
 GCM_TAG_BYTES: Final = 16
 #: Data keys are AES-256.
 KEY_BYTES: Final = 32
-#: Attempts of an HTTP read before a transient failure (connection error, 5xx, 429) is final.
-HTTP_ATTEMPTS: Final = 4
-HTTP_TIMEOUT_S: Final = 60.0
 
 Compression = Literal["none", "zstd"]
 
 
-def _without_query(url: str | None) -> str:
+def without_query(url: str | None) -> str:
     """A URL for reprs and errors: a signed URL's query is a credential, so it is left out."""
     if url is None:
         return "None"
@@ -76,7 +68,7 @@ class ObjectLocation:
     """
 
     path: str | None = None
-    url: str | None = attrs.field(default=None, repr=_without_query)
+    url: str | None = attrs.field(default=None, repr=without_query)
     headers: Mapping[str, str] = attrs.field(
         factory=dict, converter=_headers, hash=False, repr=False
     )
@@ -92,7 +84,7 @@ class ObjectLocation:
         else:
             scheme = urllib.parse.urlsplit(str(self.url)).scheme
             if scheme not in ("http", "https"):
-                shown = _without_query(self.url)
+                shown = without_query(self.url)
                 raise ValueError(f"an object location's url must be http or https, got {shown}")
 
     @property
@@ -115,7 +107,7 @@ class ObjectLocation:
         raise ValueError(f"an object location's kind is 'file' or 'http', got {kind!r}")
 
     def describe(self) -> str:
-        return self.path if self.path is not None else _without_query(self.url).strip("'")
+        return self.path if self.path is not None else without_query(self.url).strip("'")
 
 
 def _natural(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -351,153 +343,3 @@ def _unb64(value: str | None, what: str) -> bytes | None:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as err:
         raise ValueError(f"{what} is not valid base64: {err}") from err
-
-
-# ---------------------------------------------------------------------------------------------
-# The reference reader
-# ---------------------------------------------------------------------------------------------
-
-
-def read_location(location: SegmentLocation, *, where: str = "the segment") -> bytes:
-    """Plain segment bytes ``[location.start, location.end)``, read and decoded as the JVM
-    reader does; ``where`` names the segment in errors.
-
-    :raises RemoteResourceNotFoundError: an object is gone (missing file, HTTP 404).
-    :raises RemoteStorageError: an object is shorter than the location says, HTTP refused it, or a
-        chunk fails its checksum, authentication or decompression.
-    """
-    if location.whole is not None:
-        return read_object(location.whole, location.start, location.end, where=where)
-    plain = []
-    for number, chunk in enumerate(location.chunks):
-        what = f"{where}: chunk {number} (plain bytes {chunk.plain_start}-{chunk.plain_end - 1})"
-        stored = read_object(chunk.location, chunk.stored_start, chunk.stored_end, where=what)
-        plain.append(_decode_chunk(chunk, stored, location.key, what))
-    data = b"".join(plain)
-    base = location.chunks[0].plain_start if location.chunks else location.start
-    return data[location.start - base : location.end - base]
-
-
-def _decode_chunk(chunk: StoredChunk, stored: bytes, key: bytes | None, what: str) -> bytes:
-    if chunk.crc32c is not None:
-        import crc32c
-
-        actual = int(crc32c.crc32c(stored))
-        if actual != chunk.crc32c:
-            raise RemoteStorageError(
-                f"{what} is corrupt: CRC-32C {actual:#010x} of its stored bytes, expected "
-                f"{chunk.crc32c:#010x}"
-            )
-    body = stored
-    if key is not None:
-        try:
-            from cryptography.exceptions import InvalidTag
-            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-        except ImportError as err:
-            raise RemoteStorageError(
-                f"{what} is encrypted: reading it needs the 'cryptography' package"
-            ) from err
-        try:
-            body = AESGCM(key).decrypt(chunk.nonce, body, chunk.aad)  # type: ignore[arg-type]
-        except InvalidTag as err:
-            raise RemoteStorageError(
-                f"{what} failed authentication: wrong key, nonce or associated data, or the "
-                "stored bytes were altered"
-            ) from err
-    size = chunk.plain_end - chunk.plain_start
-    if chunk.compression == "zstd":
-        import zstandard
-
-        try:
-            body = zstandard.ZstdDecompressor().decompress(body, max_output_size=size)
-        except zstandard.ZstdError as err:
-            raise RemoteStorageError(f"{what} cannot be zstd-decompressed: {err}") from err
-    if len(body) != size:
-        raise RemoteStorageError(f"{what} decodes to {len(body)} bytes, expected {size}")
-    return body
-
-
-def read_object(location: ObjectLocation, start: int, end: int, *, where: str) -> bytes:
-    """Bytes ``[start, end)`` of one object; fewer bytes than that is an error."""
-    if end <= start:
-        return b""
-    if location.path is not None:
-        return _read_file(location.path, start, end, where)
-    return _read_http(location, start, end, where)
-
-
-def _read_file(path: str, start: int, end: int, where: str) -> bytes:
-    try:
-        descriptor = os.open(path, os.O_RDONLY)
-    except FileNotFoundError as err:
-        raise RemoteResourceNotFoundError(
-            f"{where}: {path} does not exist (deleted since it was located?)"
-        ) from err
-    except OSError as err:
-        raise RemoteStorageError(f"{where}: cannot open {path}: {err}") from err
-    try:
-        parts = []
-        position = start
-        while position < end:
-            piece = os.pread(descriptor, end - position, position)
-            if not piece:
-                break
-            parts.append(piece)
-            position += len(piece)
-    finally:
-        os.close(descriptor)
-    if position < end:
-        raise RemoteStorageError(
-            f"{where}: {path} has {position} bytes, fewer than the {end} it had when it was "
-            "located (truncated since)"
-        )
-    return b"".join(parts)
-
-
-def _read_http(location: ObjectLocation, start: int, end: int, where: str) -> bytes:
-    url = str(location.url)
-    shown = location.describe()
-    headers = {**location.headers, "Range": f"bytes={start}-{end - 1}"}
-    failure = ""
-    for attempt in range(1, HTTP_ATTEMPTS + 1):
-        request = urllib.request.Request(url, headers=headers, method="GET")
-        try:
-            with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
-                body: bytes = response.read()
-                status = response.status
-        except urllib.error.HTTPError as err:
-            if err.code == 404:
-                raise RemoteResourceNotFoundError(
-                    f"{where}: {shown} answered 404 Not Found"
-                ) from err
-            if err.code in (401, 403):
-                raise RemoteStorageError(
-                    f"{where}: {shown} answered {err.code} {err.reason} (a signed URL that "
-                    "expired, or credentials that do not allow reading it)"
-                ) from err
-            if err.code == 416:
-                raise RemoteStorageError(
-                    f"{where}: {shown} has fewer than the {end} bytes it had when it was located "
-                    "(416 Range Not Satisfiable)"
-                ) from err
-            if err.code != 429 and err.code < 500:
-                raise RemoteStorageError(
-                    f"{where}: {shown} answered {err.code} {err.reason}"
-                ) from err
-            failure = f"{err.code} {err.reason}"
-        except (urllib.error.URLError, OSError) as err:
-            failure = f"{type(err).__name__}: {getattr(err, 'reason', err)}"
-        else:
-            if status == 200:  # a server that ignores Range sends the whole object
-                body = body[start:end]
-            if len(body) != end - start:
-                raise RemoteStorageError(
-                    f"{where}: {shown} gave {len(body)} bytes for the range {start}-{end - 1} "
-                    f"({end - start} bytes): the object is shorter than when it was located"
-                )
-            return body
-        if attempt < HTTP_ATTEMPTS:
-            time.sleep(0.05 * 2 ** (attempt - 1))
-    raise RetriableRemoteStorageError(
-        f"{where}: GET {shown} failed {HTTP_ATTEMPTS} times; last: {failure}"
-    )

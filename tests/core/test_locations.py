@@ -16,7 +16,8 @@ import pytest
 import tierlog
 import zstandard
 from tierlog.errors import PluginError, RemoteResourceNotFoundError, RemoteStorageError
-from tierlog.locations import ObjectLocation, SegmentLocation, StoredChunk, read_location
+from tierlog.location_reader import read_location
+from tierlog.locations import ObjectLocation, SegmentLocation, StoredChunk
 from tierlog.testing import DirectoryStorageManager
 
 from .recording import RecordingMetadata, RecordingStorage

@@ -17,7 +17,8 @@ import attrs
 import pytest
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageError
 from tierlog.host import PluginHost
-from tierlog.locations import SegmentLocation, read_location
+from tierlog.location_reader import read_location
+from tierlog.locations import SegmentLocation
 
 from .conftest import CHUNK, HostFactory, Target
 from .segments import Segment, compressible, make_segment

@@ -341,7 +341,8 @@ def _decoded(tasks: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """The rows the JVM reader must return for ``tasks``: each range's bytes decoded in Python
     with the range's bounds."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    from tierlog.locations import SegmentLocation, read_location
+    from tierlog.location_reader import read_location
+    from tierlog.locations import SegmentLocation
     from tierlog_spark.datasource import spark_schema
     from tierlog_spark.decode import decode_segment
 

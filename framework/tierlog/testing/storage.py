@@ -31,7 +31,8 @@ from ..errors import (
     RemoteStorageError,
 )
 from ..host import PluginHost
-from ..locations import SegmentLocation, read_location
+from ..location_reader import read_location
+from ..locations import SegmentLocation
 from ..model import (
     CustomMetadata,
     IndexType,
