@@ -447,14 +447,6 @@ def _expected(data: bytes, first: int, last: int) -> list[dict[str, Any]]:
     return [_normal(row) for row in table.to_pylist()]
 
 
-def _decoder_is_a_stub() -> bool:
-    from tierlog_spark.jvm.build import SOURCES
-
-    reader = SOURCES / "io" / "tierlog" / "spark" / "read" / "RangeReader.java"
-    return "decodes nothing" in reader.read_text()
-
-
-@pytest.mark.skipif(_decoder_is_a_stub(), reason="this tree's RangeReader is a stub")
 def test_a_jvm_read_returns_the_rows_the_python_decoder_gives(
     jvm_spark: Any, planner: RecordingPlanner, tmp_path: Path
 ) -> None:
