@@ -210,7 +210,7 @@ def test_a_deposed_leaders_upload_lands_referenced_and_it_uploads_nothing_more(
     )
     _wait_expirations(cluster, 1, 5)
     live = {str(s.remote_log_segment_id.id) for s in _listed(cluster, 1)}
-    assert count_file_orphans(tmp_path / "remote")(live) == 0
+    assert count_file_orphans(tmp_path / "remote")(lambda: live) == 0
 
 
 def test_a_dangling_upload_is_deleted_once_the_log_start_offset_passes_it(
@@ -223,7 +223,7 @@ def test_a_dangling_upload_is_deleted_once_the_log_start_offset_passes_it(
     leader = client.leader("t")
     _fill(client, 30)
     finished = wait_until(
-        lambda: [s for s in _listed(cluster, leader) if s.state is FINISHED][2:],
+        lambda: (done := [s for s in _listed(cluster, leader) if s.state is FINISHED])[2:] and done,
         "three segments tiered",
     )
     # Another broker's upload of the first tiered range, begun and never finished.
@@ -261,4 +261,8 @@ def test_a_dangling_upload_is_deleted_once_the_log_start_offset_passes_it(
     )
     assert not list(objects.rglob(f"*{dangling.remote_log_segment_id.id}*"))
     live = {str(s.remote_log_segment_id.id) for s in _listed(cluster, leader)}
-    assert count_file_orphans(objects)(live) == 0
+    assert count_file_orphans(objects)(lambda: live) == 0
+    # What the count would see of an upload that lost its metadata.
+    kept = next(objects.rglob("*.log"))
+    kept.with_name(f"{first.start_offset:020d}-stray.log").touch()
+    assert count_file_orphans(objects)(lambda: live) == 1
