@@ -37,3 +37,35 @@ def test_a_replicated_cluster_killed_twenty_times_loses_no_acknowledged_record(
     assert report.changed == 0
     assert report.unreadable_segments == 0
     assert report.orphan_objects == 0
+
+
+def test_uploads_and_deletions_under_way_are_not_counted_as_orphans(tmp_path: Path) -> None:
+    """The files are listed before the metadata: an upload whose COPY_SEGMENT_STARTED is listed
+    is never an orphan, whether its objects appeared before or after the files were listed, and
+    neither is a segment deleted in between; an object no listing names is one."""
+    partition = tmp_path / "t-AAAAAAAAAAAAAAAAAAAAAA" / "0"
+    partition.mkdir(parents=True)
+    kinds = ("log", "timeindex", "snapshot", "leader-epoch-checkpoint", "rsm-manifest")
+
+    def upload(offset: int, segment_id: str) -> list[Path]:
+        paths = [partition / f"{offset:020d}-{segment_id}.{kind}" for kind in kinds]
+        for path in paths:
+            path.write_bytes(b"x")
+        return paths
+
+    upload(0, "finished")
+    deleted = upload(10, "deleted")
+    upload(20, "stray")
+    metadata = {"finished", "deleted"}
+
+    def live() -> set[str]:
+        # Meanwhile one upload began (STARTED first, then its objects) and one deletion ended
+        # (objects first, then DELETE_SEGMENT_FINISHED).
+        metadata.add("begun")
+        upload(30, "begun")
+        for path in deleted:
+            path.unlink()
+        metadata.discard("deleted")
+        return set(metadata)
+
+    assert count_file_orphans(tmp_path)(live) == len(kinds)  # the stray upload's objects

@@ -1,9 +1,11 @@
 """The copy task: tier a leader's rolled segments, oldest first, with Kafka's metadata protocol.
 
-Each segment goes COPY_SEGMENT_STARTED (published before any byte is uploaded, so a crash leaves
-a trace the expiration task can clean), then the upload of the segment with its indexes,
-producer snapshot and leader-epoch checkpoint, then COPY_SEGMENT_FINISHED with the plugin's
-custom metadata. Only FINISHED segments are ever read or counted; local retention waits for them.
+Each segment goes COPY_SEGMENT_STARTED (published before any byte is uploaded, so every object
+written is referenced: a crash leaves a dangling segment retention deletes in time, see
+``expiration``), then the upload of the segment with its indexes, producer snapshot and
+leader-epoch checkpoint, then COPY_SEGMENT_FINISHED with the plugin's custom metadata. Only
+FINISHED segments are ever read or counted; local retention waits for them. An upload that fails
+for good is deleted at once; one that fails retriably stays dangling.
 """
 
 from __future__ import annotations

@@ -4,8 +4,17 @@ Retention covers both tiers: by time (a segment's newest record), by size (local
 the remote bytes of the current lineage) and by log start offset (DeleteRecords). The log start
 offset moves *before* any data is deleted, so a reader never sees an offset that is about to
 vanish. Segments written under an epoch this replica's lineage does not contain (a deposed
-leader's) are deleted too; so are abandoned uploads (COPY_SEGMENT_STARTED nobody is copying)
-and deletions that failed half way (DELETE_SEGMENT_STARTED).
+leader's) are deleted too, and deletions that failed half way (DELETE_SEGMENT_STARTED) are
+retried.
+
+A COPY_SEGMENT_STARTED segment this broker is not copying is *dangling*, as Kafka calls it: its
+upload was abandoned (a crash, a failed copy) or is still under way on another broker, the
+previous leader, which goes on with the upload it began after losing the leadership. Nothing in
+the metadata tells the two apart, so, as in Kafka, a dangling segment is left alone until
+retention reaches it: once the log start offset has passed its end, its newest record is older
+than ``retention.ms``, or it lies wholly before the lineage's first epoch. Deleting it sooner
+would let a running upload land after the deletion, leaving objects no metadata refers to. A
+segment this broker is copying is never deleted.
 """
 
 from __future__ import annotations
@@ -64,24 +73,12 @@ def expire_remote_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
     if not live:
         return 0
     doomed = [s for s in live if s.state is State.DELETE_SEGMENT_STARTED]
-    started = {
-        s.remote_log_segment_id
-        for s in live
-        if s.state is State.COPY_SEGMENT_STARTED
-        and s.remote_log_segment_id not in rlm.segments_being_copied
-    }
-    if started:
-        # Read again *after* checking the copier: a copy ends with FINISHED before it leaves
-        # the being-copied set, so what is still STARTED now is an abandoned upload.
-        doomed += [
-            s
-            for s in rlm.metadata.list_remote_log_segments(tip)
-            if s.remote_log_segment_id in started and s.state is State.COPY_SEGMENT_STARTED
-        ]
     new_start = plog.log_start_offset
     doomed_finished, new_start = _breached(plog, finished, new_start)
     if new_start > plog.log_start_offset:
         plog.delete_records(min(new_start, plog.high_watermark))
+    dangling = [s for s in live if s.state is State.COPY_SEGMENT_STARTED]
+    doomed += _expired_dangling(rlm, plog, dangling)
     deleted = 0
     for segment in [*doomed, *doomed_finished]:
         if rlm.stopping:
@@ -93,6 +90,34 @@ def expire_remote_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
         rlm.metrics.gauge(m.METADATA_COUNT, tp).set(len(live) - deleted)
         rlm.metrics.gauge(m.LOG_SIZE_BYTES, tp).set(sum(s.segment_size_in_bytes for s in remaining))
     return deleted
+
+
+def _expired_dangling(
+    rlm: RemoteLogManager, plog: PartitionLog, dangling: list[RemoteLogSegmentMetadata]
+) -> list[RemoteLogSegmentMetadata]:
+    """Dangling COPY_SEGMENT_STARTED segments that retention has reached: wholly below the log
+    start offset (after this run moved it), wholly before the lineage's first epoch, or older
+    than ``retention.ms``. Segments this broker is copying are never among them."""
+    if not dangling:
+        return []
+    log_start = plog.log_start_offset
+    lineage = plog.leader_epoch_cache.entries()
+    first_epoch = lineage[0].epoch if lineage else None
+    retention_ms = plog.config.retention_ms
+    cutoff = time.time_ns() // 1_000_000 - retention_ms if retention_ms >= 0 else -1
+    expired = []
+    for segment in dangling:
+        if segment.remote_log_segment_id in rlm.segments_being_copied:
+            continue
+        epochs = [epoch for epoch, _start in segment.segment_leader_epochs]
+        below_start = segment.end_offset < log_start and (
+            first_epoch is None or all(epoch <= first_epoch for epoch in epochs)
+        )
+        before_lineage = first_epoch is not None and all(epoch < first_epoch for epoch in epochs)
+        by_time = cutoff >= 0 and segment.max_timestamp_ms < cutoff
+        if below_start or before_lineage or by_time:
+            expired.append(segment)
+    return expired
 
 
 def _breached(

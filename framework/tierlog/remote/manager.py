@@ -167,6 +167,8 @@ class RemoteLogManager:
             expirers if expirers > 0 else pool, thread_name_prefix="rlm-expiration-thread-pool"
         )
         self._tasks: dict[TopicIdPartition, PartitionTasks] = {}
+        #: Replaced tasks (a leadership change) whose last run is still under way.
+        self._retired: list[PartitionTasks] = []
         self.partition_deletions = PartitionDeletions(
             self.metadata,
             self.delete_remote_partition,
@@ -237,6 +239,14 @@ class RemoteLogManager:
                     and current.leader == leader
                 ):
                     continue
+                if current is not None:
+                    # As Kafka cancels a leader's copy task when it becomes a follower: the
+                    # upload under way ends, but no further segment is uploaded by a replica
+                    # that no longer leads (the new leader tiers from where it finds the
+                    # metadata, and leaves the segment still being uploaded here alone).
+                    current.cancelled = True
+                    if current.copy_running or current.expire_running:
+                        self._retired.append(current)
                 if not leader:
                     self.metrics.remove_partition(tip.topic_partition)
                 self._tasks[tip] = PartitionTasks(
@@ -259,10 +269,10 @@ class RemoteLogManager:
             tasks = self._tasks.pop(tip, None)
             if tasks is not None:
                 tasks.cancelled = True
-                # A copy finishing after the cleanup would leave an orphan upload behind.
-                self._wake.wait_for(
-                    lambda: not (tasks.copy_running or tasks.expire_running), timeout=60
-                )
+                if tasks.copy_running or tasks.expire_running:
+                    self._retired.append(tasks)
+            # A copy finishing after the cleanup would leave an orphan upload behind.
+            self._wake.wait_for(lambda: not self._running(tip), timeout=60)
         self.metrics.remove_partition(tip.topic_partition)
         if delete_remote:
             self.partition_deletions.delete(tip)  # stops the partition in metadata once done
@@ -341,6 +351,15 @@ class RemoteLogManager:
                 positive = [w for w in waits if w > 0]
                 self._wake.wait(min(positive) if positive else self.task_interval_s)
 
+    def _running(self, tip: TopicIdPartition) -> bool:
+        """Whether a copy or expiration of ``tip`` is under way (call with the lock held)."""
+        current = self._tasks.get(tip)
+        return any(
+            t.copy_running or t.expire_running
+            for t in [*self._retired, *([current] if current is not None else [])]
+            if t.topic_id_partition == tip
+        )
+
     def _submit(
         self, pool: ThreadPoolExecutor, fn: Callable[[PartitionTasks], None], tasks: PartitionTasks
     ) -> None:
@@ -357,6 +376,8 @@ class RemoteLogManager:
                 tasks.copy_running, tasks.copy_due = False, due
             else:
                 tasks.expire_running, tasks.expire_due = False, due
+            if tasks in self._retired and not (tasks.copy_running or tasks.expire_running):
+                self._retired.remove(tasks)
             self._wake.notify_all()
 
     def stop_copying(self, timeout_s: float) -> None:
@@ -367,7 +388,7 @@ class RemoteLogManager:
         self.copying_stopped.set()
         deadline = time.monotonic() + timeout_s
         with self._lock:
-            while any(t.copy_running for t in self._tasks.values()):
+            while any(t.copy_running for t in [*self._tasks.values(), *self._retired]):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     if timeout_s > 0:

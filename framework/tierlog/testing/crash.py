@@ -244,18 +244,23 @@ def _wait_ready(
     raise TimeoutError(f"the crash worker did not serve within {timeout} s")
 
 
+#: Counts objects no metadata refers to, given a function listing the segment ids it does now.
+OrphanCounter = Callable[[Callable[[], set[str]]], int]
+
+
 def run_campaign(
     plan: CrashPlan,
     data_dir: Path,
     *,
-    orphans: Callable[[set[str]], int] | None = None,
+    orphans: OrphanCounter | None = None,
     progress: Callable[[int, int], None] | None = None,
     start_timeout: float = 120.0,
 ) -> CrashReport:
     """Kills a worker ``plan.cycles`` times, then checks every acknowledged record.
 
-    ``orphans``, given the ids of the segments metadata still references, counts the objects
-    in the bucket that belong to none of them (the storage layout is the plugin's).
+    ``orphans``, given a function listing the ids of the segments metadata references now,
+    counts the objects in the bucket that belong to none of them (the storage layout is the
+    plugin's): see :func:`count_file_orphans`.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / PLAN_FILE).write_text(plan.to_json())
@@ -286,13 +291,15 @@ def verify(
     plan: CrashPlan,
     data_dir: Path,
     *,
-    orphans: Callable[[set[str]], int] | None = None,
+    orphans: OrphanCounter | None = None,
     cleanup_timeout: float = 60.0,
 ) -> CrashReport:
     """Starts the cluster once more and compares what it serves with what was acknowledged.
 
     Before tiered segments and orphans are counted, the leaders get up to ``cleanup_timeout``
-    seconds to finish what the kills interrupted (abandoned uploads, half-done deletions).
+    seconds to finish what the kills interrupted (half-done deletions) and to tier what the
+    last worker left on local disk. Uploads the kills abandoned stay in COPY_SEGMENT_STARTED
+    until retention reaches them, as in Kafka: they are referenced, so never orphans.
     """
     acked, ready = _read_acks(data_dir / ACKS_FILE)
     report = CrashReport(cycles=len(ready), restart_seconds=ready)
@@ -305,18 +312,24 @@ def verify(
         _compare(acked, served, report)
         deadline = time.monotonic() + cleanup_timeout
         while True:
-            # Leaders keep tiering while this runs: settled means no upload or deletion under
-            # way and no object without metadata, or the cleanup time is up.
-            segments = _tiered_segments(cluster, plan)
-            unsettled = any(
-                s.state is not RemoteLogSegmentState.COPY_SEGMENT_FINISHED for _, s in segments
+            # Leaders keep tiering while this runs: settled means every rolled segment tiered,
+            # no upload or deletion under way and no object without metadata, or the cleanup
+            # time is up.
+            unsettled = not _tiering_done(cluster, plan) or any(
+                s.remote_log_segment_id in rlm.segments_being_copied
+                or s.state is RemoteLogSegmentState.DELETE_SEGMENT_STARTED
+                for rlm, s in _tiered_segments(cluster, plan)
             )
-            live = {str(s.remote_log_segment_id.id) for _, s in segments}
+
+            def live() -> set[str]:
+                segments = _tiered_segments(cluster, plan)
+                return {str(s.remote_log_segment_id.id) for _, s in segments}
+
             report.orphan_objects = 0 if orphans is None else orphans(live)
             if time.monotonic() >= deadline or not (unsettled or report.orphan_objects):
                 break
             time.sleep(0.2)
-        _check_tiered_segments(segments, report)
+        _check_tiered_segments(_tiered_segments(cluster, plan), report)
     return report
 
 
@@ -392,6 +405,23 @@ def _tiered_segments(
     return out
 
 
+def _tiering_done(cluster: EmbeddedCluster, plan: CrashPlan) -> bool:
+    """Whether each partition's leader has tiered every rolled segment of its log."""
+    for n in range(plan.partitions):
+        tp = TopicPartition(plan.topic, n)
+        leaders = [
+            replica
+            for broker in map(cluster.broker, cluster.broker_ids)
+            if (replica := broker.partition(tp)) is not None and replica.is_leader
+        ]
+        if not leaders:
+            return False
+        plog = leaders[0].log
+        if plog.highest_offset_in_remote_storage < plog.segments()[-1].base_offset - 1:
+            return False
+    return True
+
+
 def _check_tiered_segments(
     segments: list[tuple[RemoteLogManager, RemoteLogSegmentMetadata]], report: CrashReport
 ) -> None:
@@ -413,17 +443,24 @@ def _check_tiered_segments(
             report.unreadable_segments += 1
 
 
-def count_file_orphans(root: Path) -> Callable[[set[str]], int]:
+def count_file_orphans(root: Path) -> OrphanCounter:
     """For storage that writes ``<offset>-<segment id>.<kind>`` files under ``root``: counts
-    the files of segments that metadata no longer references."""
+    the files of segments that metadata does not reference.
 
-    def count(live: set[str]) -> int:
-        orphaned = 0
-        for path in root.rglob("*"):
-            if path.is_file() and "-" in path.name:
-                segment_id = path.name.split("-", 1)[1].split(".", 1)[0]
-                orphaned += segment_id not in live
-        return orphaned
+    The files are listed before the metadata is, and what looks orphaned is checked to still
+    exist afterwards: a segment's COPY_SEGMENT_STARTED is recorded before its first object is
+    written and its objects are deleted before DELETE_SEGMENT_FINISHED, so an upload or a
+    deletion under way meanwhile is never taken for an orphan.
+    """
+
+    def count(live: Callable[[], set[str]]) -> int:
+        found = [
+            (path, path.name.split("-", 1)[1].split(".", 1)[0])
+            for path in root.rglob("*")
+            if path.is_file() and "-" in path.name
+        ]
+        referenced = live()
+        return sum(1 for path, segment in found if segment not in referenced and path.exists())
 
     return count
 
