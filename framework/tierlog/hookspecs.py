@@ -142,7 +142,9 @@ def tierlog_copy_log_segment_data(
         default 128) stored with COPY_SEGMENT_FINISHED and handed back with the metadata in every
         later call, e.g. where the objects live.
     :raises tierlog.errors.RemoteStorageError: the upload failed; the runtime records no
-        FINISHED state and the expiration task later deletes what was written.
+        FINISHED state. What was written is deleted at once when the failure is final; after a
+        retriable failure (or a crash) the segment stays COPY_SEGMENT_STARTED, referenced, until
+        retention deletes it, as in Kafka.
     """
 
 
