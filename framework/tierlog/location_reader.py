@@ -59,8 +59,10 @@ def _decode_chunk(chunk: StoredChunk, stored: bytes, key: bytes | None, what: st
             raise RemoteStorageError(
                 f"{what} is encrypted: reading it needs the 'cryptography' package"
             ) from err
+        if chunk.nonce is None:
+            raise RemoteStorageError(f"{what} is encrypted but its location gives no nonce")
         try:
-            body = AESGCM(key).decrypt(chunk.nonce, body, chunk.aad)  # type: ignore[arg-type]
+            body = AESGCM(key).decrypt(chunk.nonce, body, chunk.aad)
         except InvalidTag as err:
             raise RemoteStorageError(
                 f"{what} failed authentication: wrong key, nonce or associated data, or the "
