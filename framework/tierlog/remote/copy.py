@@ -168,6 +168,11 @@ def copy_segment(
                     rlm.delete_remote_segment(would_be, count=False)
                     task.cancelled = True
                     raise
+            if rlm.crashed:
+                raise RetriableRemoteStorageError(
+                    f"{tp}: the broker crashed while segment {segment_id.id} was uploaded; it "
+                    "stays COPY_SEGMENT_STARTED until retention deletes it"
+                )
             update = RemoteLogSegmentMetadataUpdate(
                 segment_id,
                 now_ms(),

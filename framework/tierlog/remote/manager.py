@@ -136,6 +136,8 @@ class RemoteLogManager:
         self.stop_event = threading.Event()
         #: Set when the broker starts to stop: no new upload begins (``stop_copying``).
         self.copying_stopped = threading.Event()
+        #: Set when the broker stops as by a crash: uploads still under way record nothing more.
+        self.crashed = False
         self.segments_being_copied: set[RemoteLogSegmentId] = set()
         self.scratch_dir = log_dir / SCRATCH_DIR_NAME
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
@@ -386,6 +388,10 @@ class RemoteLogManager:
         their COPY_SEGMENT_FINISHED is published and the next leader does not upload the same
         offsets again. A crash passes 0: it waits for nothing."""
         self.copying_stopped.set()
+        if timeout_s <= 0:
+            # A crashed process could publish nothing after its death, so neither may an upload
+            # of it still running here: its segment stays dangling until retention takes it.
+            self.crashed = True
         deadline = time.monotonic() + timeout_s
         with self._lock:
             while any(t.copy_running for t in [*self._tasks.values(), *self._retired]):
