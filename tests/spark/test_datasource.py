@@ -18,12 +18,7 @@ import attrs
 import pytest
 from tierlog.cluster import EmbeddedCluster
 from tierlog.model import (
-    IndexType,
-    LogSegmentData,
-    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
     TopicIdPartition,
     TopicPartition,
 )
@@ -34,7 +29,7 @@ from tierlog_spark.planning import SegmentRange, plan_reads
 
 from tests.remote.conftest import wait_until
 from tests.server.conftest import T0, Client
-from tests.spark.tiered import spark_settings
+from tests.spark.tiered import spark_settings, upload_again
 
 pytest.importorskip("tierlog_fsspec")
 
@@ -170,61 +165,11 @@ def _wait_tiered(cluster: EmbeddedCluster, topic: str, partition: int) -> int:
 def _upload_again(
     cluster: EmbeddedCluster, tip: TopicIdPartition, work: Path
 ) -> tuple[RemoteLogSegmentMetadata, RemoteLogSegmentMetadata]:
-    """Uploads a copy of a tiered segment under a new id, as a retried copy task would.
-
-    The upload is registered as being copied, as the copy task does, or the expiration task
-    would take it for an abandoned one and delete it.
-    """
-    broker = cluster.broker(0)
-    host, rlm = broker.plugin_host, broker.remote_log_manager
-    assert host is not None and rlm is not None
-    finished = [
-        s
-        for s in host.metadata.list_remote_log_segments(tip)
-        if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-    ]
-    old = finished[1]
-    work.mkdir()
-    files = {}
-    for name, fetch in (
-        ("log", lambda: host.storage.fetch_log_segment(old, 0)),
-        ("index", lambda: host.storage.fetch_index(old, IndexType.OFFSET)),
-        ("timeindex", lambda: host.storage.fetch_index(old, IndexType.TIMESTAMP)),
-        ("snapshot", lambda: host.storage.fetch_index(old, IndexType.PRODUCER_SNAPSHOT)),
-    ):
-        stream = fetch()
-        files[name] = work / f"{old.start_offset:020d}.{name}"
-        files[name].write_bytes(stream.read())
-        stream.close()
-    new = attrs.evolve(
-        old,
-        remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
-        state=RemoteLogSegmentState.COPY_SEGMENT_STARTED,
-        custom_metadata=None,
-    )
-    rlm.segments_being_copied.add(new.remote_log_segment_id)
-    host.metadata.add_remote_log_segment_metadata(new)
-    custom = host.storage.copy_log_segment_data(
-        new,
-        LogSegmentData(
-            files["log"],
-            files["index"],
-            files["timeindex"],
-            None,
-            files["snapshot"],
-            b"0\n1\n%d %d\n" % old.segment_leader_epochs[0],
-        ),
-    )
-    host.metadata.update_remote_log_segment_metadata(
-        RemoteLogSegmentMetadataUpdate(
-            new.remote_log_segment_id,
-            new.event_timestamp_ms + 1,
-            custom,
-            RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-            0,
-        )
-    )
-    rlm.segments_being_copied.discard(new.remote_log_segment_id)
+    """Uploads a copy of a tiered segment under a new id, as a retried copy task would; the
+    metadata then serves the new upload for those offsets."""
+    new, old = upload_again(cluster, tip, work)
+    host = cluster.broker(0).plugin_host
+    assert host is not None
     served = host.metadata.remote_log_segment_metadata(
         tip, old.segment_leader_epochs[0][0], old.start_offset
     )

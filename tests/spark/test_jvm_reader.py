@@ -29,11 +29,6 @@ import attrs
 import pytest
 from tierlog.cluster import EmbeddedCluster
 from tierlog.model import (
-    IndexType,
-    LogSegmentData,
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadataUpdate,
-    RemoteLogSegmentState,
     TopicIdPartition,
 )
 from tierlog.records import Compression, RecordBatchBuilder, iter_batches
@@ -43,7 +38,7 @@ from tierlog_spark.decode import SCHEMA
 from tests.server.conftest import Client
 from tests.spark.conftest import jvm_reader_buildable, require_jvm_reader
 from tests.spark.test_datasource import _Producer, _wait_tiered
-from tests.spark.tiered import spark_settings
+from tests.spark.tiered import spark_settings, upload_again
 
 pytest.importorskip("tierlog_fsspec")
 
@@ -104,57 +99,8 @@ def _compacted(data: bytes) -> bytes:
 
 def _upload_compacted(cluster: EmbeddedCluster, tip: TopicIdPartition, work: Path) -> None:
     """Uploads a compacted copy of a tiered segment under a new id, superseding it, as a copy
-    task retried after compaction would (registered as being copied, so nothing expires it)."""
-    broker = cluster.broker(0)
-    host, rlm = broker.plugin_host, broker.remote_log_manager
-    assert host is not None and rlm is not None
-    finished = [
-        s
-        for s in host.metadata.list_remote_log_segments(tip)
-        if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
-    ]
-    old = finished[1]
-    work.mkdir()
-    stream = host.storage.fetch_log_segment(old, 0)
-    data = _compacted(stream.read())
-    stream.close()
-    files = {}
-    for name in ("log", "index", "timeindex", "snapshot"):
-        files[name] = work / f"{old.start_offset:020d}.{name}"
-        files[name].write_bytes(data if name == "log" else b"")
-    stream = host.storage.fetch_index(old, IndexType.PRODUCER_SNAPSHOT)
-    files["snapshot"].write_bytes(stream.read())
-    stream.close()
-    new = attrs.evolve(
-        old,
-        remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
-        state=RemoteLogSegmentState.COPY_SEGMENT_STARTED,
-        custom_metadata=None,
-        segment_size_in_bytes=len(data),
-    )
-    rlm.segments_being_copied.add(new.remote_log_segment_id)
-    host.metadata.add_remote_log_segment_metadata(new)
-    custom = host.storage.copy_log_segment_data(
-        new,
-        LogSegmentData(
-            files["log"],
-            files["index"],
-            files["timeindex"],
-            None,
-            files["snapshot"],
-            b"0\n1\n%d %d\n" % old.segment_leader_epochs[0],
-        ),
-    )
-    host.metadata.update_remote_log_segment_metadata(
-        RemoteLogSegmentMetadataUpdate(
-            new.remote_log_segment_id,
-            new.event_timestamp_ms + 1,
-            custom,
-            RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
-            0,
-        )
-    )
-    rlm.segments_being_copied.discard(new.remote_log_segment_id)
+    task retried after compaction would."""
+    upload_again(cluster, tip, work, rewrite=_compacted)
 
 
 def _transactions(producer: _Producer, client: Client, topic: str) -> None:

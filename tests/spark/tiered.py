@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 from tierlog.cluster import EmbeddedCluster
-from tierlog.model import TopicPartition
+from tierlog.model import (
+    IndexType,
+    LogSegmentData,
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentMetadataUpdate,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    TopicPartition,
+)
 from tierlog.records import RecordBatchBuilder
 from tierlog.server import protocol as p
 
@@ -111,3 +121,80 @@ def tiered_cluster(root: Path, **extra: str) -> Iterator[TieredCluster]:
             root / "data" / "broker-0" / "logs",
             root / "remote",
         )
+
+
+def upload_again(
+    cluster: EmbeddedCluster,
+    tip: TopicIdPartition,
+    work: Path,
+    rewrite: Callable[[bytes], bytes] | None = None,
+) -> tuple[RemoteLogSegmentMetadata, RemoteLogSegmentMetadata]:
+    """Uploads the second tiered segment of ``tip`` again under a new id, as a retried copy task
+    would, with its log bytes passed through ``rewrite`` when given (offset and time indexes are
+    then left empty); returns (new, old).
+
+    The upload is registered as being copied, as the copy task does, or the expiration task
+    would take it for an abandoned one and delete it.
+    """
+    broker = cluster.broker(0)
+    host, rlm = broker.plugin_host, broker.remote_log_manager
+    assert host is not None and rlm is not None
+    finished = [
+        s
+        for s in host.metadata.list_remote_log_segments(tip)
+        if s.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+    ]
+    old = finished[1]
+    work.mkdir()
+
+    def fetched(stream: BinaryIO) -> bytes:
+        try:
+            return stream.read()
+        finally:
+            stream.close()
+
+    data = fetched(host.storage.fetch_log_segment(old, 0))
+    indexes = {"index": IndexType.OFFSET, "timeindex": IndexType.TIMESTAMP}
+    contents = {
+        "log": data if rewrite is None else rewrite(data),
+        **{
+            name: b"" if rewrite is not None else fetched(host.storage.fetch_index(old, kind))
+            for name, kind in indexes.items()
+        },
+        "snapshot": fetched(host.storage.fetch_index(old, IndexType.PRODUCER_SNAPSHOT)),
+    }
+    files = {}
+    for name, content in contents.items():
+        files[name] = work / f"{old.start_offset:020d}.{name}"
+        files[name].write_bytes(content)
+    new = attrs.evolve(
+        old,
+        remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
+        state=RemoteLogSegmentState.COPY_SEGMENT_STARTED,
+        custom_metadata=None,
+        segment_size_in_bytes=len(contents["log"]),
+    )
+    rlm.segments_being_copied.add(new.remote_log_segment_id)
+    host.metadata.add_remote_log_segment_metadata(new)
+    custom = host.storage.copy_log_segment_data(
+        new,
+        LogSegmentData(
+            files["log"],
+            files["index"],
+            files["timeindex"],
+            None,
+            files["snapshot"],
+            b"0\n1\n%d %d\n" % old.segment_leader_epochs[0],
+        ),
+    )
+    host.metadata.update_remote_log_segment_metadata(
+        RemoteLogSegmentMetadataUpdate(
+            new.remote_log_segment_id,
+            new.event_timestamp_ms + 1,
+            custom,
+            RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
+            0,
+        )
+    )
+    rlm.segments_being_copied.discard(new.remote_log_segment_id)
+    return new, old
