@@ -30,6 +30,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from ..config import BrokerConfig, TopicConfig, resolve_topic_config
 from ..errors import (
@@ -130,6 +131,15 @@ class Broker:
             self.broker_id, controller.allocate_producer_ids
         )
         self._unsubscribe: list[Callable[[], None]] = []
+        #: Whether brokers of a multi-process cluster may reach this one: the inter-broker APIs
+        #: (LeaderAndIsr, UpdateMetadata, AlterPartition...) are served only then.
+        self.inter_broker_enabled = False
+        #: The controller running in this broker's process while it holds the controller role
+        #: of a multi-process cluster; None otherwise (AlterPartition is then NOT_CONTROLLER).
+        self.active_controller: Controller | None = None
+        #: Takes the controller's UpdateMetadata pushes in a multi-process cluster; None in an
+        #: embedded one, whose brokers read the in-process controller's image.
+        self.metadata_receiver: Callable[[Any], Any] | None = None
         #: One per log dir, held from start to stop: one broker per directory.
         self._log_dir_locks: list[DirectoryLock] = []
 
