@@ -54,6 +54,7 @@ from . import broker_lifecycle as lifecycle
 from . import protocol as p
 from .background_tasks import BackgroundTasks
 from .controller import Controller
+from .controller_view import ControllerView
 from .delayed_list_offsets import DelayedRemoteListOffsets
 from .delayed_produce import DelayedProduce
 from .dispatch import dispatch
@@ -96,7 +97,7 @@ class Broker:
     def __init__(
         self,
         config: BrokerConfig,
-        controller: Controller,
+        controller: ControllerView,
         *,
         extra_plugins: Mapping[str, object] | None = None,
     ) -> None:

@@ -36,7 +36,7 @@ from .internal_topics import check_client_config_changes
 from .topics import validate_topic_name
 
 if TYPE_CHECKING:
-    from .controller import Controller
+    from .controller_view import ControllerView
 
 _TYPES = {
     ConfigType.BOOLEAN: p.ConfigType.BOOLEAN,
@@ -248,7 +248,10 @@ def validated_broker_update(
 
 
 def describe_configs(
-    request: p.DescribeConfigsRequest, broker_id: int, config: BrokerConfig, controller: Controller
+    request: p.DescribeConfigsRequest,
+    broker_id: int,
+    config: BrokerConfig,
+    controller: ControllerView,
 ) -> p.DescribeConfigsResponse:
     """DescribeConfigs on one broker: its own configs and any topic's."""
     image = controller.image()
@@ -300,7 +303,7 @@ def alter_configs(
     request: p.IncrementalAlterConfigsRequest,
     broker_id: int,
     config: BrokerConfig,
-    controller: Controller,
+    controller: ControllerView,
 ) -> p.IncrementalAlterConfigsResponse:
     """IncrementalAlterConfigs on one broker: its own dynamic configs and any topic's."""
     named = Counter((r.resource_type, r.resource_name) for r in request.resources)
@@ -341,7 +344,7 @@ def alter_configs(
 def _alter_topic(
     resource: p.AlterConfigsResource,
     config: BrokerConfig,
-    controller: Controller,
+    controller: ControllerView,
     *,
     validate_only: bool,
 ) -> None:
