@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Self
 
 from .config import BrokerConfig
+from .coordination.file_store import FileMetadataStore
 from .log import DirectoryLock
 from .metrics import MetricName, MetricsRegistry, MetricValue
 from .metrics.name import TagValue
@@ -156,7 +157,7 @@ class EmbeddedCluster:
                 # Read afresh under the lock: the metadata is this cluster's from now on.
                 self._controller = Controller(
                     self._base_config,
-                    self.data_dir / "controller",
+                    FileMetadataStore(self.data_dir / "controller"),
                     self.transport,
                     self.broker_ids,
                 )

@@ -182,6 +182,13 @@ class ConfigFileError(InvalidConfigError):
         super().__init__(f"{path}: {problem}", key=key)
 
 
+class NotControllerError(RetriableError):
+    """The request went to a broker that is not (or no longer) the controller; the client
+    looks the controller up again and retries there."""
+
+    code, kafka_name = 41, "NOT_CONTROLLER"
+
+
 class InvalidRequestError(TierlogError, ValueError):
     code, kafka_name = 42, "INVALID_REQUEST"
 

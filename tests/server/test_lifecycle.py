@@ -9,6 +9,7 @@ import pytest
 import tierlog
 from tierlog.cluster import EmbeddedCluster
 from tierlog.config import BrokerConfig
+from tierlog.coordination.file_store import FileMetadataStore
 from tierlog.errors import (
     BrokerNotAvailableError,
     InvalidConfigError,
@@ -66,7 +67,8 @@ def test_startup_states_in_order_with_the_plugin_lifecycle(tmp_path: Path) -> No
         Client(cluster).create("before", partitions=2)
     recorder = Recorder()
     transport = InProcessTransport()
-    controller = Controller(BrokerConfig.from_mapping({}), tmp_path / "controller", transport, [0])
+    store = FileMetadataStore(tmp_path / "controller")
+    controller = Controller(BrokerConfig.from_mapping({}), store, transport, [0])
     config = BrokerConfig.from_mapping(
         {"broker.id": 0, "log.dirs": [str(tmp_path / "broker-0" / "logs")]}
     )

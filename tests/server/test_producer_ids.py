@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from tierlog.cluster import EmbeddedCluster
+from tierlog.coordination.file_store import METADATA_FILE
 from tierlog.errors import InvalidRequestError
 from tierlog.server import protocol as p
-from tierlog.server.controller import METADATA_FILE
 from tierlog.server.producer_ids import PRODUCER_ID_BLOCK_SIZE
 
 

@@ -13,6 +13,7 @@ from tierlog.client import Admin, Consumer, NewTopic, PartitionReassignment, Pro
 from tierlog.client.records import RecordMetadata
 from tierlog.cluster import EmbeddedCluster
 from tierlog.config import BrokerConfig
+from tierlog.coordination.file_store import FileMetadataStore
 from tierlog.errors import (
     InvalidReplicaAssignmentError,
     NoReassignmentInProgressError,
@@ -270,7 +271,10 @@ def test_a_reassignment_survives_a_cluster_restart(tmp_path: Path) -> None:
             admin.alter_partition_reassignments({T0: [2]})
 
     reloaded = Controller(
-        BrokerConfig.from_mapping({}), data / "controller", InProcessTransport(), (0, 1, 2)
+        BrokerConfig.from_mapping({}),
+        FileMetadataStore(data / "controller"),
+        InProcessTransport(),
+        (0, 1, 2),
     )
     reg = reloaded.image().registration(T0)
     assert reg is not None

@@ -10,8 +10,9 @@ leaves every ISR it was in (unless it was the last member, as KRaft keeps it). P
 between brokers by reassignment (KIP-455, :meth:`Controller.alter_partition_reassignments`):
 the target replicas join as followers, and once all of them are in the ISR the partition
 settles on them and the replicas left behind are stopped and deleted. Everything it
-decides is written atomically to a JSON file in the data dir before anyone is told, so a
-restarted cluster comes back with the same topics, ids, configs and epochs. Brokers read the
+decides is saved to its :class:`~tierlog.coordination.store.MetadataStore` (a JSON file in the
+data dir, or ZooKeeper) before anyone is told, so a restarted cluster comes back with the same
+topics, ids, configs and epochs. Brokers read the
 published :class:`~tierlog.server.image.ClusterImage` and are told of each new one. It also
 hands out producer ids in blocks (KIP-730, :meth:`Controller.allocate_producer_ids`), persisting
 the next block's start before a block leaves, so no id is given twice across restarts.
@@ -19,17 +20,16 @@ the next block's start before a block leaves, so no id is given twice across res
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
 
 import attrs
 
 from ..config import BrokerConfig, resolve_topic_config
 from ..config.topic import TOPIC_CONFIG
+from ..coordination.store import ClusterState, MetadataStore
 from ..errors import (
     ElectionNotNeededError,
     FencedLeaderEpochError,
@@ -37,7 +37,6 @@ from ..errors import (
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
-    KafkaStorageError,
     NoReassignmentInProgressError,
     NotLeaderOrFollowerError,
     TierlogError,
@@ -45,7 +44,6 @@ from ..errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from ..log.checkpoint import write_atomically
 from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
 from .configs import wire_value
@@ -60,18 +58,7 @@ from .transport import Transport
 
 log = logging.getLogger(__name__)
 
-METADATA_FILE = "cluster-metadata.json"
-_FORMAT_VERSION = 1
-
 ImageListener = Callable[[ClusterImage], None]
-
-
-def _reason(err: BaseException) -> str:
-    if isinstance(err, KeyError):
-        return f"missing {err}"
-    if isinstance(err, RecursionError):
-        return "nested too deep"
-    return str(err) or type(err).__name__
 
 
 class Controller:
@@ -80,12 +67,12 @@ class Controller:
     def __init__(
         self,
         config: BrokerConfig,
-        metadata_dir: Path,
+        store: MetadataStore,
         transport: Transport,
         broker_ids: Iterable[int],
     ) -> None:
         self.config = config
-        self._path = Path(metadata_dir) / METADATA_FILE
+        self._metadata_store = store
         self._transport = transport
         self._all_brokers = tuple(sorted(broker_ids))
         self._lock = threading.RLock()
@@ -96,83 +83,53 @@ class Controller:
         self._send_lock = threading.RLock()
         self._listeners: list[ImageListener] = []
         self._live: set[int] = set()
-        self._topics: dict[str, TopicImage] = {}
-        self._broker_configs: dict[str, dict[str, str]] = {}
-        self._cluster_id = str(config.get_str("cluster.id") or Uuid.random())
-        self._controller_epoch = 0
+        # Claiming the store makes this the one controller, under a new controller epoch.
+        claimed = store.claim(
+            config.get_int("broker.id"), cluster_id=config.get_str("cluster.id") or None
+        )
+        self._cluster_id = claimed.cluster_id
+        self._controller_epoch = claimed.controller_epoch
+        self._broker_configs: dict[str, dict[str, str]] = {
+            k: dict(v) for k, v in claimed.broker_configs.items()
+        }
         #: The first id of the next producer id block; persisted before a block is handed out.
-        self._next_producer_id = 0
-        self._load()
-        self._controller_epoch += 1
-        self._persist()
+        self._next_producer_id = claimed.next_producer_id
+        # Nobody leads until its broker registers again; the election then bumps the epoch.
+        self._topics: dict[str, TopicImage] = {}
+        for name, topic in claimed.topics.items():
+            offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
+            self._topics[name] = attrs.evolve(topic, partitions=offline)
+        #: What the store holds: the controller's state goes back to it when a save fails.
+        self._saved = claimed
+        self._save()
         self._image = self._build_image()
 
     # --- persistence ----------------------------------------------------------------------
 
-    def _load(self) -> None:
-        try:
-            raw = self._path.read_bytes()
-        except FileNotFoundError:
-            return
-        except OSError as err:
-            raise KafkaStorageError(f"cannot read {self._path}: {err.strerror or err}") from err
-        try:
-            data = json.loads(raw)
-            version = data.get("version")
-        except (ValueError, RecursionError, AttributeError) as err:
-            raise KafkaStorageError(
-                f"{self._path} is not valid cluster metadata: {_reason(err)}"
-            ) from None
-        if version != _FORMAT_VERSION:
-            raise KafkaStorageError(f"{self._path}: unknown metadata format {version}")
-        try:
-            cluster_id = str(data["cluster_id"])
-            controller_epoch = int(data["controller_epoch"])
-            topics = {
-                name: TopicImage.from_json(name, topic_data)
-                for name, topic_data in data["topics"].items()
-            }
-            broker_configs = {
-                str(k): {str(n): str(v) for n, v in values.items()}
-                for k, values in data.get("broker_configs", {}).items()
-            }
-            # Files written before producer ids were allocated have no key.
-            next_producer_id = int(data.get("next_producer_id", 0))
-            if not 0 <= next_producer_id <= MAX_PRODUCER_ID + 1:
-                raise ValueError(f"next_producer_id {next_producer_id} is out of range")
-        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
-            raise KafkaStorageError(
-                f"{self._path} is not valid cluster metadata: {_reason(err)}"
-            ) from None
-        configured = self.config.get_str("cluster.id")
-        if configured and configured != cluster_id:
-            raise InvalidConfigError(
-                f"cluster.id = {configured!r}, but the data in {self._path.parent.parent} "
-                f"belongs to cluster {cluster_id!r}",
-                key="cluster.id",
-                value=configured,
-            )
-        self._cluster_id = cluster_id
-        self._controller_epoch = controller_epoch
-        # Nobody leads until its broker registers again; the election then bumps the epoch.
-        self._topics = {}
-        for name, topic in topics.items():
-            offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
-            self._topics[name] = attrs.evolve(topic, partitions=offline)
-        self._broker_configs = broker_configs
-        self._next_producer_id = next_producer_id
+    def _state(self) -> ClusterState:
+        return ClusterState(
+            cluster_id=self._cluster_id,
+            controller_epoch=self._controller_epoch,
+            topics=self._topics,
+            broker_configs=self._broker_configs,
+            next_producer_id=self._next_producer_id,
+        )
 
-    def _persist(self) -> None:
-        data = {
-            "version": _FORMAT_VERSION,
-            "cluster_id": self._cluster_id,
-            "controller_epoch": self._controller_epoch,
-            "topics": {name: topic.to_json() for name, topic in sorted(self._topics.items())},
-            "broker_configs": self._broker_configs,
-            "next_producer_id": self._next_producer_id,
-        }
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self._path, json.dumps(data, indent=1, sort_keys=True).encode())
+    def _save(self) -> None:
+        """Saves the current state; call with the lock held. A save that fails leaves the
+        controller with what the store held before, so nothing unsaved is ever published."""
+        state = self._state()
+        if state == self._saved:
+            return
+        try:
+            self._metadata_store.save(state)
+        except BaseException:
+            saved = self._saved
+            self._topics = dict(saved.topics)
+            self._broker_configs = {k: dict(v) for k, v in saved.broker_configs.items()}
+            self._next_producer_id = saved.next_producer_id
+            raise
+        self._saved = state
 
     # --- the image ------------------------------------------------------------------------
 
@@ -224,7 +181,7 @@ class Controller:
 
     def _commit(self) -> ClusterImage:
         """Persists, then publishes the new image; call with the lock held."""
-        self._persist()
+        self._save()
         self._image = image = self._build_image()
         for listener in list(self._listeners):
             try:
@@ -1059,11 +1016,7 @@ class Controller:
                 raise UnknownServerError("every producer id has been handed out")
             block = ProducerIdsBlock(broker_id, first, PRODUCER_ID_BLOCK_SIZE)
             self._next_producer_id = block.next_block_first_id
-            try:
-                self._persist()
-            except BaseException:
-                self._next_producer_id = first
-                raise
+            self._save()
             log.info("producer ids %d..%d to broker %d", first, block.last_producer_id, broker_id)
             return block
 
