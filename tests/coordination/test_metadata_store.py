@@ -12,8 +12,12 @@ from kazoo.client import KazooClient
 from tierlog.config import BrokerConfig
 from tierlog.coordination.file_store import METADATA_FILE, FileMetadataStore
 from tierlog.coordination.store import ClusterState, MetadataStore
-from tierlog.coordination.zookeeper_store import ZooKeeperMetadataStore, topic_path
-from tierlog.errors import InvalidConfigError, KafkaStorageError
+from tierlog.coordination.zookeeper_store import (
+    CONTROLLER_PATH,
+    ZooKeeperMetadataStore,
+    topic_path,
+)
+from tierlog.errors import InvalidConfigError, KafkaStorageError, TierlogError
 from tierlog.model import Uuid
 from tierlog.server import protocol as p
 from tierlog.server.controller import Controller
@@ -32,6 +36,8 @@ class StoreFactory:
     crash: Callable[[MetadataStore], None]
     #: Writes garbage where a store keeps ``topic``; returns the path an error must name.
     corrupt: Callable[[str], str]
+    #: Makes every later save of the stores open now fail.
+    break_saves: Callable[[], None]
 
 
 @pytest.fixture(params=["file", "zookeeper"])
@@ -43,8 +49,19 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
             (directory / METADATA_FILE).write_text('{"version": 1, "topics": ')
             return str(directory / METADATA_FILE)
 
+        def break_file_saves() -> None:
+            # Where the directory was, a file: nothing can be written there any more.
+            for entry in directory.iterdir():
+                entry.unlink()
+            directory.rmdir()
+            directory.write_bytes(b"")
+
         yield StoreFactory(
-            "file", lambda: FileMetadataStore(directory), lambda _store: None, corrupt_file
+            "file",
+            lambda: FileMetadataStore(directory),
+            lambda _store: None,
+            corrupt_file,
+            break_file_saves,
         )
         return
 
@@ -69,7 +86,12 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
         client.set(topic_path(topic), b"\x00not json")
         return f"{client.chroot}{topic_path(topic)}"
 
-    yield StoreFactory("zookeeper", open_zookeeper, crash, corrupt_znode)
+    def depose() -> None:
+        # An operator forces an election and another broker wins it.
+        clients[-1].delete(CONTROLLER_PATH)
+        open_zookeeper().claim(99)
+
+    yield StoreFactory("zookeeper", open_zookeeper, crash, corrupt_znode, depose)
     for client in clients:
         client.stop()
         client.close()
@@ -273,6 +295,23 @@ def test_a_controller_comes_back_with_its_topics(store_factory: StoreFactory) ->
     assert image.controller_epoch == controller.image().controller_epoch + 1
     assert again.allocate_producer_ids(1).first_producer_id == first_block.next_block_first_id
     store.close()
+
+
+def test_a_failed_save_leaves_the_controller_as_the_store_is(store_factory: StoreFactory) -> None:
+    store = store_factory.open()
+    controller = Controller(
+        BrokerConfig.from_mapping({"broker.id": 1}), store, InProcessTransport(), (1,)
+    )
+    controller.register_broker(1)
+    controller.create_topic("kept", 1, 1)
+    store_factory.break_saves()
+
+    with pytest.raises(TierlogError) as first:
+        controller.create_topic("lost", 1, 1)
+    # Not "already exists": the controller forgot the topic it could not save.
+    with pytest.raises(type(first.value)):
+        controller.create_topic("lost", 1, 1)
+    assert set(controller.image().topics) == {"kept"}
 
 
 def test_the_file_keeps_its_format(tmp_path: Path) -> None:
