@@ -11,12 +11,9 @@ import pytest
 from kazoo.client import KazooClient
 from tierlog.config import BrokerConfig
 from tierlog.coordination.file_store import METADATA_FILE, FileMetadataStore
+from tierlog.coordination.paths import CONTROLLER, topic_path
 from tierlog.coordination.store import ClusterState, MetadataStore
-from tierlog.coordination.zookeeper_store import (
-    CONTROLLER_PATH,
-    ZooKeeperMetadataStore,
-    topic_path,
-)
+from tierlog.coordination.zookeeper_store import ZooKeeperMetadataStore
 from tierlog.errors import InvalidConfigError, KafkaStorageError, TierlogError
 from tierlog.model import Uuid
 from tierlog.server import protocol as p
@@ -88,7 +85,7 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[St
 
     def depose() -> None:
         # An operator forces an election and another broker wins it.
-        clients[-1].delete(CONTROLLER_PATH)
+        clients[-1].delete(CONTROLLER)
         open_zookeeper().claim(99)
 
     yield StoreFactory("zookeeper", open_zookeeper, crash, corrupt_znode, depose)

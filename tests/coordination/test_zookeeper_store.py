@@ -13,14 +13,14 @@ import attrs
 import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
-from tierlog.coordination.store import ClusterState, ControllerMovedError
-from tierlog.coordination.zookeeper_store import (
-    CONTROLLER_EPOCH_PATH,
-    CONTROLLER_PATH,
-    ZooKeeperMetadataStore,
+from tierlog.coordination.paths import (
+    CONTROLLER,
+    CONTROLLER_EPOCH,
     partition_state_path,
     topic_path,
 )
+from tierlog.coordination.store import ClusterState, ControllerMovedError
+from tierlog.coordination.zookeeper_store import ZooKeeperMetadataStore
 from tierlog.errors import NotControllerError
 from tierlog.model import Uuid
 from tierlog.server import protocol as p
@@ -83,9 +83,11 @@ def test_the_znodes_are_kafkas(connect: Connect) -> None:
     )
 
     assert read_json(client, "/cluster/id") == {"version": "1", "id": "kafka-layout"}
-    assert read_json(client, CONTROLLER_PATH) == {"version": 1, "brokerid": 2, "epoch": 1}
-    assert client.get(CONTROLLER_PATH)[1].ephemeralOwner == client.client_id[0]
-    assert client.get(CONTROLLER_EPOCH_PATH)[0] == b"1"
+    controller = read_json(client, CONTROLLER)
+    assert int(controller.pop("timestamp")) > 0
+    assert controller == {"version": 1, "brokerid": 2, "epoch": 1}
+    assert client.get(CONTROLLER)[1].ephemeralOwner == client.client_id[0]
+    assert client.get(CONTROLLER_EPOCH)[0] == b"1"
     assert read_json(client, "/brokers/topics/orders") == {
         "version": 3,
         "topic_id": str(orders.topic_id),
@@ -212,7 +214,7 @@ def test_a_deposed_controller_writes_nothing(connect: Connect, zk_chroot: str) -
         )
     assert observer.get(partition_state_path("t", 0)) == before
     assert observer.exists("/latest_producer_id_block") is None
-    assert read_json(observer, CONTROLLER_PATH)["brokerid"] == 2
+    assert read_json(observer, CONTROLLER)["brokerid"] == 2
 
 
 def test_the_controller_epoch_fences_a_controller_whose_session_lives_on(connect: Connect) -> None:
@@ -221,14 +223,14 @@ def test_the_controller_epoch_fences_a_controller_whose_session_lives_on(connect
     old = ZooKeeperMetadataStore(connect())
     state = old.claim(1)
     admin = connect()
-    admin.delete(CONTROLLER_PATH)
+    admin.delete(CONTROLLER)
     new = ZooKeeperMetadataStore(connect())
     assert new.claim(2).controller_epoch == 2
 
     with pytest.raises(ControllerMovedError, match="nothing was written"):
         old.save(attrs.evolve(state, topics={"t": topic("t", 1)}))
     assert admin.exists(topic_path("t")) is None
-    assert admin.get(CONTROLLER_EPOCH_PATH)[0] == b"2"
+    assert admin.get(CONTROLLER_EPOCH)[0] == b"2"
 
 
 def test_a_controller_that_resigns_lets_another_take_over_at_once(connect: Connect) -> None:

@@ -5,7 +5,8 @@ wins must find everything its predecessor decided. The znodes (under the chroot 
 ``zookeeper.connect``) are Kafka's:
 
 - ``/cluster/id``: ``{"version":"1","id":...}``, created once.
-- ``/controller`` (ephemeral): ``{"version":1,"brokerid":N,"epoch":E}``; created in the same
+- ``/controller`` (ephemeral): ``{"version":1,"brokerid":N,"timestamp":"ms","epoch":E}``
+  (Kafka's, with the epoch it won, for operators); created in the same
   multi that bumps ``/controller_epoch`` (the epoch as text), whose zkVersion is the fencing
   token: every write of the controller is one multi starting with a check of it, so a
   controller that another has replaced writes nothing (KAFKA-6082).
@@ -59,28 +60,26 @@ from ..model import Uuid
 from ..server import protocol as p
 from ..server.image import PartitionRegistration, TopicImage
 from ..server.producer_ids import MAX_PRODUCER_ID
+from . import paths
+from .paths import (
+    BROKER_CONFIGS,
+    BROKER_TOPICS,
+    CLUSTER_ID,
+    CONTROLLER,
+    CONTROLLER_EPOCH,
+    DEFAULT_BROKER_CONFIG,
+    PERSISTENT_PARENTS,
+    PRODUCER_ID_BLOCK,
+    TOPIC_CONFIGS,
+    partition_path,
+    partition_state_path,
+    partitions_path,
+    topic_config_path,
+    topic_path,
+)
 from .store import ClusterState, ControllerMovedError, MetadataStore, check_cluster_id
 
 log = logging.getLogger(__name__)
-
-CLUSTER_ID_PATH: Final = "/cluster/id"
-CONTROLLER_PATH: Final = "/controller"
-CONTROLLER_EPOCH_PATH: Final = "/controller_epoch"
-BROKER_IDS_PATH: Final = "/brokers/ids"
-TOPICS_PATH: Final = "/brokers/topics"
-TOPIC_CONFIGS_PATH: Final = "/config/topics"
-BROKER_CONFIGS_PATH: Final = "/config/brokers"
-DEFAULT_BROKER_CONFIG: Final = "<default>"
-PRODUCER_ID_BLOCK_PATH: Final = "/latest_producer_id_block"
-
-#: The znodes every cluster has; created (idempotently) before the first election.
-_TOP_LEVEL_PATHS: Final = (
-    "/cluster",
-    BROKER_IDS_PATH,
-    TOPICS_PATH,
-    TOPIC_CONFIGS_PATH,
-    BROKER_CONFIGS_PATH,
-)
 
 #: How many bytes of operations one multi carries at most: half ZooKeeper's default request
 #: limit (``jute.maxbuffer``, 1 MiB), leaving room for the encoding.
@@ -91,29 +90,9 @@ _OP_OVERHEAD: Final = 48
 T = TypeVar("T")
 
 
-def topic_path(topic: str) -> str:
-    return f"{TOPICS_PATH}/{topic}"
-
-
-def partitions_path(topic: str) -> str:
-    return f"{TOPICS_PATH}/{topic}/partitions"
-
-
-def partition_path(topic: str, partition: int) -> str:
-    return f"{TOPICS_PATH}/{topic}/partitions/{partition}"
-
-
-def partition_state_path(topic: str, partition: int) -> str:
-    return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
-
-
-def topic_config_path(topic: str) -> str:
-    return f"{TOPIC_CONFIGS_PATH}/{topic}"
-
-
-def broker_config_path(resource: str) -> str:
+def _broker_config_path(resource: str) -> str:
     """``resource`` is a broker id, or ``''`` for the cluster-wide default."""
-    return f"{BROKER_CONFIGS_PATH}/{resource or DEFAULT_BROKER_CONFIG}"
+    return paths.broker_config_path(int(resource) if resource else None)
 
 
 # --- the JSON of each znode -------------------------------------------------------------------
@@ -204,6 +183,10 @@ def _registration(
         adding_replicas=adding,
         removing_replicas=removing,
     )
+
+
+def _broker_id(name: bytes) -> int:
+    return paths.broker_id_from_node(name.decode())
 
 
 def _config_json(config: Mapping[str, str]) -> bytes:
@@ -345,13 +328,13 @@ def _plan(
         ):
             plan.put(config_path, _config_json(topic.configs))
     for resource in sorted(before.broker_configs.keys() - after.broker_configs.keys()):
-        plan.delete(broker_config_path(resource))
+        plan.delete(_broker_config_path(resource))
     for resource, config in sorted(after.broker_configs.items()):
         old_config = before.broker_configs.get(resource)
         if old_config is None or dict(old_config) != dict(config):
-            plan.put(broker_config_path(resource), _config_json(config))
+            plan.put(_broker_config_path(resource), _config_json(config))
     if before.next_producer_id != after.next_producer_id:
-        plan.put(PRODUCER_ID_BLOCK_PATH, _producer_id_block_json(after.next_producer_id))
+        plan.put(PRODUCER_ID_BLOCK, _producer_id_block_json(after.next_producer_id))
     return plan
 
 
@@ -439,22 +422,22 @@ class ZooKeeperMetadataStore(MetadataStore):
         return state
 
     def _ensure_top_level_paths(self) -> None:
-        for path in _TOP_LEVEL_PATHS:
+        for path in PERSISTENT_PARENTS:
             self._client.ensure_path(path)
 
     def _cluster_id(self, configured: str | None) -> str:
         """The stored cluster id, created (as ``configured`` or a fresh one) if there is none."""
         try:
-            raw, _ = self._client.get(CLUSTER_ID_PATH)
+            raw, _ = self._client.get(CLUSTER_ID)
         except NoNodeError:
             fresh = configured or str(Uuid.random())
             try:
-                self._client.create(CLUSTER_ID_PATH, _cluster_id_json(fresh))
+                self._client.create(CLUSTER_ID, _cluster_id_json(fresh))
                 return fresh
             except NodeExistsError:
-                raw, _ = self._client.get(CLUSTER_ID_PATH)
-        stored = self._parse(CLUSTER_ID_PATH, raw, _cluster_id_from_json)
-        check_cluster_id(configured, stored, f"{self.where}{CLUSTER_ID_PATH}")
+                raw, _ = self._client.get(CLUSTER_ID)
+        stored = self._parse(CLUSTER_ID, raw, _cluster_id_from_json)
+        check_cluster_id(configured, stored, f"{self.where}{CLUSTER_ID}")
         return stored
 
     def _elect(self, controller_id: int) -> int:
@@ -462,7 +445,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         session_id = self._current_session()
         transaction = self._client.transaction()
         try:
-            holder, holder_stat = self._client.get(CONTROLLER_PATH)
+            holder, holder_stat = self._client.get(CONTROLLER)
         except NoNodeError:
             pass
         else:
@@ -470,24 +453,31 @@ class ZooKeeperMetadataStore(MetadataStore):
                 raise ControllerMovedError(f"{self._holder(holder)} is the controller")
             # Left by this very session (a store made again, or a claim whose answer was
             # lost with the connection): give it up and claim afresh.
-            transaction.delete(CONTROLLER_PATH, holder_stat.version)
+            transaction.delete(CONTROLLER, holder_stat.version)
         try:
-            raw, stat = self._client.get(CONTROLLER_EPOCH_PATH)
+            raw, stat = self._client.get(CONTROLLER_EPOCH)
         except NoNodeError:
             current, version = 0, None
         else:
-            current = self._parse(CONTROLLER_EPOCH_PATH, raw, lambda r: int(r.decode()))
+            current = self._parse(CONTROLLER_EPOCH, raw, lambda r: int(r.decode()))
             version = stat.version
         epoch = current + 1
         transaction.create(
-            CONTROLLER_PATH,
-            _encode({"version": 1, "brokerid": controller_id, "epoch": epoch}),
+            CONTROLLER,
+            _encode(
+                {
+                    "version": 1,
+                    "brokerid": controller_id,
+                    "timestamp": str(time.time_ns() // 1_000_000),
+                    "epoch": epoch,
+                }
+            ),
             ephemeral=True,
         )
         if version is None:
-            transaction.create(CONTROLLER_EPOCH_PATH, str(epoch).encode())
+            transaction.create(CONTROLLER_EPOCH, str(epoch).encode())
         else:
-            transaction.set_data(CONTROLLER_EPOCH_PATH, str(epoch).encode(), version)
+            transaction.set_data(CONTROLLER_EPOCH, str(epoch).encode(), version)
         results = self._commit(transaction)
         failure = next((r for r in results if isinstance(r, Exception)), None)
         if failure is None:
@@ -511,7 +501,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         """Who holds /controller, for messages."""
         try:
             if raw is None:
-                raw, _ = self._client.get(CONTROLLER_PATH)
+                raw, _ = self._client.get(CONTROLLER)
             data = _decode(raw)
             return f"broker {data.get('brokerid')} (epoch {data.get('epoch')}, {self.where})"
         except (KazooException, ValueError, AttributeError):
@@ -538,25 +528,23 @@ class ZooKeeperMetadataStore(MetadataStore):
             existing.add(path)
             return names
 
-        topics_f = client.get_children_async(TOPICS_PATH)
-        topic_configs_f = client.get_children_async(TOPIC_CONFIGS_PATH)
-        broker_configs_f = client.get_children_async(BROKER_CONFIGS_PATH)
-        block_f = client.get_async(PRODUCER_ID_BLOCK_PATH)
-        names = sorted(children(topics_f, TOPICS_PATH))
-        existing.update(topic_config_path(n) for n in children(topic_configs_f, TOPIC_CONFIGS_PATH))
-        broker_resources = children(broker_configs_f, BROKER_CONFIGS_PATH)
+        topics_f = client.get_children_async(BROKER_TOPICS)
+        topic_configs_f = client.get_children_async(TOPIC_CONFIGS)
+        broker_configs_f = client.get_children_async(BROKER_CONFIGS)
+        block_f = client.get_async(PRODUCER_ID_BLOCK)
+        names = sorted(children(topics_f, BROKER_TOPICS))
+        existing.update(topic_config_path(n) for n in children(topic_configs_f, TOPIC_CONFIGS))
+        broker_resources = children(broker_configs_f, BROKER_CONFIGS)
 
         topic_fs = {n: client.get_async(topic_path(n)) for n in names}
         dirs_fs = {n: client.get_children_async(partitions_path(n)) for n in names}
         config_fs = {n: client.get_async(topic_config_path(n)) for n in names}
-        broker_config_fs = {
-            r: client.get_async(f"{BROKER_CONFIGS_PATH}/{r}") for r in broker_resources
-        }
-        block = get(block_f, PRODUCER_ID_BLOCK_PATH)
+        broker_config_fs = {r: client.get_async(f"{BROKER_CONFIGS}/{r}") for r in broker_resources}
+        block = get(block_f, PRODUCER_ID_BLOCK)
         next_producer_id = (
             0
             if block is None
-            else self._parse(PRODUCER_ID_BLOCK_PATH, block[0], _producer_id_block_from_json)
+            else self._parse(PRODUCER_ID_BLOCK, block[0], _producer_id_block_from_json)
         )
         assignments: dict[str, _Assignment] = {}
         for name in names:
@@ -605,10 +593,14 @@ class ZooKeeperMetadataStore(MetadataStore):
 
         broker_configs: dict[str, dict[str, str]] = {}
         for resource, future in broker_config_fs.items():
-            path = f"{BROKER_CONFIGS_PATH}/{resource}"
+            path = f"{BROKER_CONFIGS}/{resource}"
             found = get(future, path)
             if found is not None:
-                key = "" if resource == DEFAULT_BROKER_CONFIG else resource
+                key = (
+                    ""
+                    if resource == DEFAULT_BROKER_CONFIG
+                    else str(self._parse(path, resource.encode(), _broker_id))
+                )
                 broker_configs[key] = self._parse(path, found[0], _config_from_json)
         state = ClusterState(
             cluster_id=cluster_id,
@@ -652,7 +644,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 # Past the first multi, a failure leaves ZooKeeper between the two states.
                 self._stored = None
             transaction = self._client.transaction()
-            transaction.check(CONTROLLER_EPOCH_PATH, self._epoch_version)
+            transaction.check(CONTROLLER_EPOCH, self._epoch_version)
             for op in chunk:
                 if op.kind == "create":
                     transaction.create(op.path, op.data)
@@ -689,12 +681,12 @@ class ZooKeeperMetadataStore(MetadataStore):
             return
         self._claimed = self._stored = None
         try:
-            _, stat = self._client.get(CONTROLLER_PATH)
+            _, stat = self._client.get(CONTROLLER)
             if stat.ephemeralOwner != self._session_id:
                 return
             transaction = self._client.transaction()
-            transaction.check(CONTROLLER_EPOCH_PATH, self._epoch_version)
-            transaction.delete(CONTROLLER_PATH, stat.version)
+            transaction.check(CONTROLLER_EPOCH, self._epoch_version)
+            transaction.delete(CONTROLLER, stat.version)
             self._commit(transaction)
         except (KazooException, KafkaStorageError) as err:
             # The session ending (or a successor) removes it all the same.
