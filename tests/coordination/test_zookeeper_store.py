@@ -20,6 +20,7 @@ from tierlog.coordination.paths import (
     topic_path,
 )
 from tierlog.coordination.store import ClusterState, ControllerMovedError
+from tierlog.coordination.zookeeper_server import ZooKeeperEnsemble
 from tierlog.coordination.zookeeper_store import ZooKeeperMetadataStore
 from tierlog.errors import NotControllerError
 from tierlog.model import Uuid
@@ -303,3 +304,30 @@ def test_a_takeover_reads_a_thousand_partitions_quickly(connect: Connect) -> Non
     )
     assert taken_over == attrs.evolve(state, controller_epoch=2)
     assert read < 1.0
+
+
+@pytest.mark.slow
+def test_saves_go_on_when_the_server_in_use_dies(zookeeper_ensemble: ZooKeeperEnsemble) -> None:
+    hosts = zookeeper_ensemble.connect_string
+    setup = KazooClient(hosts=hosts)
+    setup.start(timeout=10)
+    setup.create("/tierlog")
+    setup.stop()
+    setup.close()
+    # Not randomized: the session starts on the first node, the one killed below.
+    client = KazooClient(hosts=hosts + "/tierlog", randomize_hosts=False, timeout=10)
+    client.start(timeout=10)
+    try:
+        store = ZooKeeperMetadataStore(client, retry_timeout_s=15)
+        state = attrs.evolve(store.claim(1), topics={"t": topic("t", 3)})
+        store.save(state)
+        zookeeper_ensemble.kill(0)
+
+        grown = attrs.evolve(state, topics={**state.topics, "u": topic("u", 2)})
+        store.save(grown)
+        store.close()
+
+        assert ZooKeeperMetadataStore(client).claim(1) == attrs.evolve(grown, controller_epoch=2)
+    finally:
+        client.stop()
+        client.close()

@@ -378,7 +378,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         #: The zkVersion of /controller_epoch this controller set: its fencing token.
         self._epoch_version = -1
         #: The session that holds /controller; no other may write for this controller.
-        self._session_id: int | None = None
+        self._session_id = -1
         #: What ZooKeeper holds, as last read or written; None once unsure (a write whose
         #: outcome was lost with the connection), so the next save reads it again first.
         self._stored: ClusterState | None = None
@@ -704,9 +704,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         if self._closed:
             raise RuntimeError(f"the metadata store on {self.where} is closed")
 
-    def _current_session(self) -> int | None:
+    def _current_session(self) -> int:
+        """The id of the client's session; while disconnected, ConnectionLoss (retried)."""
         client_id = self._client.client_id
-        return None if client_id is None else int(client_id[0])
+        if client_id is None:
+            raise ConnectionLoss(f"not connected to {self.where}")
+        return int(client_id[0])
 
     def _commit(self, transaction: Any) -> list[Any]:
         results: list[Any] = transaction.commit_async().get(timeout=self._retry_timeout)
