@@ -285,17 +285,28 @@ def _replica_sets(topic: TopicImage) -> tuple[object, ...]:
 
 
 def _plan(
-    before: ClusterState, after: ClusterState, existing: set[str], controller_epoch: int
+    before: ClusterState,
+    after: ClusterState,
+    existing: set[str],
+    incomplete: set[str],
+    controller_epoch: int,
 ) -> _Plan:
     """What to write so that ZooKeeper, holding ``before`` in the znodes ``existing``, holds
-    ``after``. Znodes are written parents first, so any prefix of the plan leaves a tree that
-    loads."""
+    ``after``; the topics named in ``incomplete`` miss znodes, written again here. Znodes are
+    written parents first, so any prefix of the plan leaves a tree that loads."""
     plan = _Plan(existing)
     for name in sorted(before.topics.keys() - after.topics.keys()):
         plan.delete_tree(topic_path(name))
         plan.delete(topic_config_path(name))
     for name, topic in sorted(after.topics.items()):
         old = before.topics.get(name)
+        if (
+            old is not None
+            and old == topic
+            and dict(old.configs) == dict(topic.configs)
+            and name not in incomplete
+        ):
+            continue
         if old is not None and old.topic_id != topic.topic_id:
             plan.delete_tree(topic_path(name))
             old = None
@@ -383,6 +394,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         #: outcome was lost with the connection), so the next save reads it again first.
         self._stored: ClusterState | None = None
         self._existing: set[str] = set()
+        #: Topics some of whose znodes are missing, found when reading.
+        self._incomplete: set[str] = set()
 
     @property
     def where(self) -> str:
@@ -402,7 +415,9 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._controller_id = controller_id
         self._claimed = ClusterState.new(stored_cluster_id)
         try:
-            state, self._existing = self._retrying(lambda: self._read(stored_cluster_id, epoch))
+            state, self._existing, self._incomplete = self._retrying(
+                lambda: self._read(stored_cluster_id, epoch)
+            )
         except BaseException:
             # A controller that cannot read the state must not keep others from trying.
             self.resign()
@@ -507,10 +522,12 @@ class ZooKeeperMetadataStore(MetadataStore):
         except (KazooException, ValueError, AttributeError):
             return f"another broker ({self.where})"
 
-    def _read(self, cluster_id: str, epoch: int) -> tuple[ClusterState, set[str]]:
-        """Everything stored, read with pipelined requests: three round trips in all."""
+    def _read(self, cluster_id: str, epoch: int) -> tuple[ClusterState, set[str], set[str]]:
+        """Everything stored, read with pipelined requests: three round trips in all. Returns
+        the state, the znodes found, and the topics some of whose znodes are missing."""
         client, timeout = self._client, self._retry_timeout
         existing: set[str] = set()
+        incomplete: set[str] = set()
 
         def get(future: Any, path: str) -> tuple[bytes, Any] | None:
             try:
@@ -564,6 +581,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         topics: dict[str, TopicImage] = {}
         for name, assignment in assignments.items():
             config_found = get(config_fs[name], topic_config_path(name))
+            if config_found is None:
+                incomplete.add(name)
             configs = (
                 {}
                 if config_found is None
@@ -576,6 +595,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 found = None if future is None else get(future, path)
                 if found is None:
                     log.warning("%s%s is missing: a new partition without leader", self.where, path)
+                    incomplete.add(name)
                     replicas, adding, removing = assigned
                     partitions.append(
                         PartitionRegistration(
@@ -609,7 +629,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             broker_configs=broker_configs,
             next_producer_id=next_producer_id,
         )
-        return state, existing
+        return state, existing, incomplete
 
     # --- save ---------------------------------------------------------------------------
 
@@ -636,8 +656,13 @@ class ZooKeeperMetadataStore(MetadataStore):
                 f"{state.controller_epoch} has ended ({self.where})"
             )
         if self._stored is None:
-            self._stored, self._existing = self._read(state.cluster_id, state.controller_epoch)
-        plan = _plan(self._stored, state, self._existing, state.controller_epoch)
+            self._stored, self._existing, self._incomplete = self._read(
+                state.cluster_id, state.controller_epoch
+            )
+        plan = _plan(self._stored, state, self._existing, self._incomplete, state.controller_epoch)
+        if not plan.ops:
+            self._stored = state
+            return
         chunks = _chunks(plan.ops, self._multi_limit)
         for number, chunk in enumerate(chunks):
             if number:
@@ -673,6 +698,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             raise KafkaStorageError(f"{self.where}: a write was refused: {results!r}")
         self._stored = state
         self._existing = plan.existing
+        self._incomplete = set()
 
     # --- resign, close --------------------------------------------------------------------
 
