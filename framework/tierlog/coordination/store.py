@@ -103,11 +103,13 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     def save(self, state: ClusterState) -> None:
-        """Makes ``state`` durable: all of it, or (on error) nothing.
+        """Makes ``state`` durable, writing what differs from the last state saved or claimed.
 
         ``state`` must carry the cluster id and epoch :meth:`claim` returned. Raises
         ControllerMovedError, having written nothing, once another controller has claimed the
-        store since.
+        store since. Another error (KafkaStorageError) may leave the old state stored, or the
+        new one when the answer was lost with the connection; the next save writes whatever
+        still differs.
         """
 
     @abc.abstractmethod

@@ -679,7 +679,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                     transaction.delete(op.path)
             try:
                 results = self._commit(transaction)
-            except (ConnectionLoss, OperationTimeoutError):
+            except BaseException:
+                # Lost with the connection, the multi may have been applied or not.
                 self._stored = None
                 raise
             if not any(isinstance(r, Exception) for r in results):
@@ -687,7 +688,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             if not isinstance(results[0], RolledBackError):
                 raise ControllerMovedError(
                     f"another controller took over after epoch {state.controller_epoch} "
-                    f"({self.where}); nothing was written"
+                    f"({self.where}); nothing{' more' if number else ''} was written"
                 )
             self._stored = None
             for op, result in zip(chunk, results[1:], strict=True):
@@ -714,7 +715,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             transaction.check(CONTROLLER_EPOCH, self._epoch_version)
             transaction.delete(CONTROLLER, stat.version)
             self._commit(transaction)
-        except (KazooException, KafkaStorageError) as err:
+        except (KazooException, self._client.handler.timeout_exception) as err:
             # The session ending (or a successor) removes it all the same.
             log.info("could not resign as controller in %s: %r", self.where, err)
 
@@ -766,7 +767,9 @@ class ZooKeeperMetadataStore(MetadataStore):
                     raise KafkaStorageError(f"{self.where} did not answer: {err!r}") from err
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
-            except SessionExpiredError as err:
-                raise ControllerMovedError(f"the ZooKeeper session expired ({self.where})") from err
             except ConnectionClosedError as err:
                 raise KafkaStorageError(f"the client of {self.where} is closed") from err
+            except SessionExpiredError as err:
+                raise ControllerMovedError(f"the ZooKeeper session expired ({self.where})") from err
+            except KazooException as err:
+                raise KafkaStorageError(f"{self.where}: {type(err).__name__} {err}") from err
