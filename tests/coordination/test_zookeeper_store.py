@@ -167,6 +167,31 @@ def test_a_second_controller_is_refused_while_the_first_holds_the_store(connect:
     assert refused.value.code == 41
 
 
+def test_of_brokers_claiming_at_once_exactly_one_wins(connect: Connect) -> None:
+    stores = [ZooKeeperMetadataStore(connect()) for _ in range(4)]
+    start = threading.Barrier(len(stores))
+    outcomes: dict[int, object] = {}
+
+    def claim(broker_id: int) -> None:
+        start.wait()
+        try:
+            outcomes[broker_id] = stores[broker_id].claim(broker_id).controller_epoch
+        except ControllerMovedError as err:
+            outcomes[broker_id] = err
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    winners = [b for b, outcome in outcomes.items() if outcome == 1]
+    assert len(outcomes) == len(stores)
+    assert len(winners) == 1
+    assert all(isinstance(outcomes[b], ControllerMovedError) for b in outcomes if b not in winners)
+    assert read_json(connect(), CONTROLLER)["brokerid"] == winners[0]
+
+
 def expire_session(client: KazooClient, connect_string: str) -> None:
     """Ends ``client``'s session from the server side, as a network partition longer than the
     session timeout would; kazoo then connects again with a new session."""
