@@ -104,7 +104,9 @@ def test_a_node_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> No
         ensemble = ZooKeeperEnsemble(tmp_path, 1, client_port=taken.getsockname()[1])
         with pytest.raises(ZooKeeperServerError, match="last lines of") as caught:
             ensemble.start(timeout_s=20)
-    assert "Address already in use" in str(caught.value)
+    assert "java.net.BindException: Address already in use" in caught.value.summary
+    assert "\n" not in caught.value.summary
+    assert caught.value.log_path == ensemble.nodes[0].log_path
     assert not ensemble.nodes[0].running
 
 

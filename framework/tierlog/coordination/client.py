@@ -15,6 +15,7 @@ from typing import Final, NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 from ..config import BrokerConfig
 from ..config.broker import effective_zookeeper_connection_timeout_ms
@@ -136,6 +137,12 @@ class _Start(NamedTuple):
             ) from None
 
 
+def _reconnect_forever() -> KazooRetry:
+    """Keep reconnecting, never more than a second apart: kazoo's default backoff grows to an
+    hour, far past any session timeout a broker could hope to keep."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)
+
+
 def _ensure_chroot(start: _Start) -> None:
     connect = start.connect
     bootstrap = KazooClient(hosts=connect.servers, timeout=start.session_s)
@@ -171,6 +178,8 @@ def zookeeper_client(config: BrokerConfig) -> KazooClient:
     )
     if connect.chroot is not None:
         _ensure_chroot(start)
-    client = KazooClient(hosts=str(connect), timeout=start.session_s)
+    client = KazooClient(
+        hosts=str(connect), timeout=start.session_s, connection_retry=_reconnect_forever()
+    )
     start.run(client)
     return client

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,7 +38,20 @@ _LOG_TAIL_LINES: Final = 30
 
 
 class ZooKeeperServerError(TierlogError):
-    """A local ZooKeeper server could not be started or did not come to serve."""
+    """A local ZooKeeper server could not be started or did not come to serve.
+
+    ``summary`` is one line (with the Java exception that stopped the node, when its log has
+    one); the message adds the end of the node's log.
+    """
+
+    def __init__(self, summary: str, log_path: Path | None = None) -> None:
+        self.summary = summary
+        self.log_path = log_path
+        self.log_tail = None if log_path is None else _tail(log_path)
+        if log_path is None:
+            super().__init__(summary)
+        else:
+            super().__init__(f"{summary}; last lines of {log_path}:\n{self.log_tail}")
 
 
 class ZooKeeperNotInstalledError(ZooKeeperServerError):
@@ -100,6 +114,19 @@ def serving_mode(host: str, port: int, timeout_s: float = 1.0) -> str | None:
             mode = line.partition(":")[2].strip()
             return mode if mode in _SERVING_MODES else None
     return None
+
+
+_JAVA_EXCEPTION: Final = re.compile(r"^(Caused by: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error)\b.*)")
+
+
+def _java_failure(path: Path) -> str | None:
+    """The Java exception that stopped a node, from its log: the innermost cause if any."""
+    found = None
+    for line in _tail(path, 200).splitlines():
+        match = _JAVA_EXCEPTION.match(line.strip())
+        if match and (found is None or match.group(1)):
+            found = match.group(2)
+    return found
 
 
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
@@ -367,16 +394,18 @@ class ZooKeeperEnsemble:
             process = node.process
             if process is None or process.poll() is not None:
                 code = None if process is None else process.returncode
+                failure = _java_failure(node.log_path)
                 raise ZooKeeperServerError(
                     f"ZooKeeper node {node.myid} ({node.address}) exited with code {code} "
-                    f"while starting; last lines of {node.log_path}:\n{node.log_tail()}"
+                    f"while starting" + (f": {failure}" if failure else ""),
+                    node.log_path,
                 )
             if node.serving_mode() is not None:
                 return
             if time.monotonic() >= deadline:
                 raise ZooKeeperServerError(
-                    f"ZooKeeper node {node.myid} ({node.address}) did not serve in time; "
-                    f"last lines of {node.log_path}:\n{node.log_tail()}"
+                    f"ZooKeeper node {node.myid} ({node.address}) did not serve in time",
+                    node.log_path,
                 )
             time.sleep(0.05)
 
