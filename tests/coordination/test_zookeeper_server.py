@@ -110,6 +110,22 @@ def test_a_node_that_cannot_start_is_reported_with_its_log(tmp_path: Path) -> No
     assert not ensemble.nodes[0].running
 
 
+def test_a_free_port_taken_before_the_start_is_replaced(tmp_path: Path) -> None:
+    require_zookeeper()
+    ensemble = ZooKeeperEnsemble(tmp_path, 1)
+    picked = ensemble.nodes[0].client_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", picked))
+        taken.listen()
+        with ensemble:
+            node = ensemble.nodes[0]
+            assert node.client_port != picked
+            assert node.serving_mode() == "standalone"
+            assert ensemble.connect_string == f"127.0.0.1:{node.client_port}"
+            assert "Address already in use" not in node.log_tail(1000)
+    assert "Address already in use" in node.log_path.read_text()
+
+
 def test_missing_jar_names_the_debian_package(tmp_path: Path) -> None:
     ensemble = ZooKeeperEnsemble(tmp_path, 1, jar=tmp_path / "no-zookeeper.jar")
     with pytest.raises(ZooKeeperNotInstalledError, match="Debian package 'zookeeper'"):

@@ -21,14 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 import attrs
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     SessionExpiredError,
 )
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import KazooState, ZnodeStat
 
 from ..errors import InvalidConfigError
 from . import paths
