@@ -17,6 +17,7 @@ from .docs_cmd import docs_command
 from .groups_cmd import groups_command
 from .plugins_cmd import plugins_command
 from .run_cmd import run_command
+from .zookeeper_cmd import zookeeper_command
 
 
 class _TierlogGroup(click.Group):
@@ -71,5 +72,6 @@ for _command in (
     groups_command,
     plugins_command,
     run_command,
+    zookeeper_command,
 ):
     main.add_command(_command)

@@ -707,6 +707,47 @@ BROKER_RULES: Final = (
     ),
 )
 
+#: Brokers in separate processes (``tierlog.coordination``): Kafka's ZooKeeper-mode keys.
+_ZOOKEEPER_KEYS: Final = (
+    ConfigKey(
+        "zookeeper.connect",
+        STRING,
+        None,
+        importance=HIGH,
+        doc="The ZooKeeper ensemble coordinating brokers that run as separate processes, as "
+        "host:port[,host:port...][/chroot]; every node tierlog writes sits under the chroot, "
+        "which is created if missing. Null runs the embedded mode: every broker in one process, "
+        "the controller's state in a file, no ZooKeeper.",
+    ),
+    ConfigKey(
+        "zookeeper.session.timeout.ms",
+        INT,
+        18000,
+        validator=at_least(1),
+        importance=HIGH,
+        doc="A broker that stays silent to ZooKeeper this long loses its session: its "
+        "registration vanishes, the controller moves its leaderships, and it registers again "
+        "with a new broker epoch once it is back. The server bounds it (tickTime 2 to 20 times, "
+        "unless its minSessionTimeout and maxSessionTimeout say otherwise).",
+    ),
+    ConfigKey(
+        "zookeeper.connection.timeout.ms",
+        INT,
+        None,
+        validator=at_least(1),
+        importance=HIGH,
+        doc="Longest wait for a connection to ZooKeeper when the broker starts; null means "
+        "zookeeper.session.timeout.ms.",
+    ),
+)
+
+
+def effective_zookeeper_connection_timeout_ms(values: Mapping[str, object]) -> int:
+    """``zookeeper.connection.timeout.ms``, else the session timeout (Kafka's null default)."""
+    millis = _optional_int(values, "zookeeper.connection.timeout.ms")
+    return millis if millis is not None else _int(values, "zookeeper.session.timeout.ms")
+
+
 #: The network front end (``tierlog.wire``): Kafka's socket-server keys and defaults.
 _NETWORK_KEYS: Final = (
     ConfigKey(
@@ -1112,6 +1153,7 @@ CONSUMER_GROUP_RULES: Final = (
 BROKER_CONFIG: Final = ConfigDef(
     keys=_GENERAL_KEYS
     + _NETWORK_KEYS
+    + _ZOOKEEPER_KEYS
     + _REMOTE_KEYS
     + _CLEANER_KEYS
     + _GROUP_KEYS

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,10 +35,24 @@ _LOG_BINDING_JARS: Final = (
 _MAIN_CLASS: Final = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 _SERVING_MODES: Final = ("standalone", "leader", "follower", "observer")
 _LOG_TAIL_LINES: Final = 30
+_BIND_ATTEMPTS: Final = 3
 
 
 class ZooKeeperServerError(TierlogError):
-    """A local ZooKeeper server could not be started or did not come to serve."""
+    """A local ZooKeeper server could not be started or did not come to serve.
+
+    ``summary`` is one line (with the Java exception that stopped the node, when its log has
+    one); the message adds the end of the node's log.
+    """
+
+    def __init__(self, summary: str, log_path: Path | None = None, log_offset: int = 0) -> None:
+        self.summary = summary
+        self.log_path = log_path
+        self.log_tail = None if log_path is None else _tail(log_path, offset=log_offset)
+        if log_path is None:
+            super().__init__(summary)
+        else:
+            super().__init__(f"{summary}; last lines of {log_path}:\n{self.log_tail}")
 
 
 class ZooKeeperNotInstalledError(ZooKeeperServerError):
@@ -102,9 +117,25 @@ def serving_mode(host: str, port: int, timeout_s: float = 1.0) -> str | None:
     return None
 
 
-def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+_JAVA_EXCEPTION: Final = re.compile(r"^(Caused by: )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error)\b.*)")
+
+
+def _java_failure(path: Path, offset: int = 0) -> str | None:
+    """The Java exception that stopped a node, from its log: the innermost cause if any."""
+    found = None
+    for line in _tail(path, 200, offset).splitlines():
+        match = _JAVA_EXCEPTION.match(line.strip())
+        if match and (found is None or match.group(1)):
+            found = match.group(2)
+    return found
+
+
+def _tail(path: Path, lines: int = _LOG_TAIL_LINES, offset: int = 0) -> str:
+    """The last ``lines`` of a log, from byte ``offset`` on (where the latest run began)."""
     try:
-        text = path.read_text("utf-8", "replace")
+        with open(path, "rb") as log:
+            log.seek(offset)
+            text = log.read().decode("utf-8", "replace")
     except OSError:
         return "(no log)"
     return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
@@ -148,6 +179,8 @@ class ZooKeeperNode:
         self.quorum_port = quorum_port
         self.election_port = election_port
         self.process: subprocess.Popen[bytes] | None = None
+        #: Where the log of the latest start begins (the log file keeps every start).
+        self.log_offset = 0
 
     @property
     def data_dir(self) -> Path:
@@ -173,7 +206,8 @@ class ZooKeeperNode:
         return serving_mode(self.host, self.client_port) if self.running else None
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        return _tail(self.log_path, lines)
+        """The end of the log of the node's latest start."""
+        return _tail(self.log_path, lines, self.log_offset)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -213,6 +247,7 @@ class ZooKeeperEnsemble:
         self.host = host
         self.max_session_timeout_ms = max_session_timeout_ms
         self.jar = jar
+        self._free_ports = client_port == 0
         quorum = size > 1
         self._nodes = tuple(
             ZooKeeperNode(
@@ -228,6 +263,13 @@ class ZooKeeperEnsemble:
         self._processes: list[subprocess.Popen[bytes] | None] = [None] * size
         self._finalizer = weakref.finalize(self, _stop_all, self._processes)
 
+    def _pick_ports(self) -> None:
+        for node in self._nodes:
+            node.client_port = find_free_port(self.host)
+            if node.quorum_port is not None:
+                node.quorum_port = find_free_port(self.host)
+                node.election_port = find_free_port(self.host)
+
     @property
     def nodes(self) -> tuple[ZooKeeperNode, ...]:
         return self._nodes
@@ -240,17 +282,29 @@ class ZooKeeperEnsemble:
     # --- lifecycle -----------------------------------------------------------------------------
 
     def start(self, timeout_s: float = 30.0) -> None:
-        """Start every node; returns once all serve and a client session opens."""
+        """Start every node; returns once all serve and a client session opens.
+
+        A free port can be taken by someone else between being picked and being bound; when
+        the ports were picked here and a node finds its port taken, fresh ones are tried.
+        """
         deadline = time.monotonic() + timeout_s
-        try:
-            for node in self._nodes:
-                self._launch(node)
-            for node in self._nodes:
-                self._wait_serving(node, deadline)
-            self._wait_session(deadline)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(_BIND_ATTEMPTS):
+            try:
+                for node in self._nodes:
+                    self._launch(node)
+                for node in self._nodes:
+                    self._wait_serving(node, deadline)
+                self._wait_session(deadline)
+                return
+            except ZooKeeperServerError as err:
+                self.stop()
+                port_taken = "BindException" in err.summary
+                if not (port_taken and self._free_ports and attempt + 1 < _BIND_ATTEMPTS):
+                    raise
+                self._pick_ports()
+            except BaseException:
+                self.stop()
+                raise
 
     def start_node(self, index: int, timeout_s: float = 30.0) -> None:
         """Start one stopped or killed node again and wait until it serves."""
@@ -352,6 +406,7 @@ class ZooKeeperEnsemble:
         (node.data_dir / "myid").write_text(f"{node.myid}\n")
         node.config_path.write_text(self._config_text(node))
         with open(node.log_path, "ab") as log:
+            node.log_offset = log.tell()
             process = subprocess.Popen(
                 self._command(java, node),
                 stdin=subprocess.DEVNULL,
@@ -367,16 +422,20 @@ class ZooKeeperEnsemble:
             process = node.process
             if process is None or process.poll() is not None:
                 code = None if process is None else process.returncode
+                failure = _java_failure(node.log_path, node.log_offset)
                 raise ZooKeeperServerError(
                     f"ZooKeeper node {node.myid} ({node.address}) exited with code {code} "
-                    f"while starting; last lines of {node.log_path}:\n{node.log_tail()}"
+                    f"while starting" + (f": {failure}" if failure else ""),
+                    node.log_path,
+                    node.log_offset,
                 )
             if node.serving_mode() is not None:
                 return
             if time.monotonic() >= deadline:
                 raise ZooKeeperServerError(
-                    f"ZooKeeper node {node.myid} ({node.address}) did not serve in time; "
-                    f"last lines of {node.log_path}:\n{node.log_tail()}"
+                    f"ZooKeeper node {node.myid} ({node.address}) did not serve in time",
+                    node.log_path,
+                    node.log_offset,
                 )
             time.sleep(0.05)
 
