@@ -37,6 +37,7 @@ from ..errors import (
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
+    InvalidUpdateVersionError,
     KafkaStorageError,
     NoReassignmentInProgressError,
     NotLeaderOrFollowerError,
@@ -306,7 +307,7 @@ class Controller:
                     f"{tp}: leader epoch {leader_epoch}, the current is {reg.leader_epoch}"
                 )
             if reg.partition_epoch != partition_epoch:
-                raise InvalidRequestError(
+                raise InvalidUpdateVersionError(
                     f"{tp}: partition epoch {partition_epoch} is not the current "
                     f"{reg.partition_epoch}"
                 )

@@ -24,6 +24,7 @@ from ..server import protocol as p
 from .codec import MESSAGES, from_wire, to_wire
 from .endpoints import EndpointDirectory
 from .group_apis import GROUP_APIS
+from .inter_broker_apis import INTER_BROKER_APIS, INTER_BROKER_KEYS
 from .metrics import error_name
 
 if TYPE_CHECKING:
@@ -125,10 +126,12 @@ def _api_versions(ctx: RequestContext, _message: Any) -> ApiMessage:
 
 def _disabled_apis(ctx: RequestContext) -> frozenset[int]:
     """The APIs switched off by configuration: the consumer group protocol's, unless
-    ``group.coordinator.rebalance.protocols`` lists consumer (a client then uses classic)."""
+    ``group.coordinator.rebalance.protocols`` lists consumer (a client then uses classic); the
+    inter-broker ones, unless the broker is a node of a multi-process cluster."""
+    disabled = frozenset() if ctx.broker.inter_broker_enabled else INTER_BROKER_KEYS
     if "consumer" in ctx.broker.config.get_list("group.coordinator.rebalance.protocols"):
-        return frozenset()
-    return _CONSUMER_PROTOCOL_APIS
+        return disabled
+    return disabled | _CONSUMER_PROTOCOL_APIS
 
 
 # --- Produce -------------------------------------------------------------------------------
@@ -268,7 +271,7 @@ def _client_host(peer: str) -> str:
 
 
 def _consumer_group_heartbeat(ctx: RequestContext, message: Any) -> ApiMessage:
-    if _disabled_apis(ctx):
+    if _CONSUMER_PROTOCOL_APIS & _disabled_apis(ctx):
         return _response_class(68, ctx.version)(
             error_code=_UNSUPPORTED_VERSION,
             error_message="the consumer group protocol is not enabled on this broker",
@@ -328,6 +331,8 @@ APIS: dict[int, Api] = {
         *(Api(key, low, high, handler) for key, low, high, handler in GROUP_APIS),
         Api(68, 0, 1, _consumer_group_heartbeat),
         Api(69, 0, 1, _consumer_group_describe),
+        # Between brokers of a multi-process cluster only (inter_broker_apis.py).
+        *(Api(key, low, high, handler) for key, low, high, handler in INTER_BROKER_APIS),
     )
 }
 """api key -> what is served of it."""
