@@ -186,9 +186,10 @@ class InvalidRequestError(TierlogError, ValueError):
     code, kafka_name = 42, "INVALID_REQUEST"
 
 
-class NetworkError(RetriableError):
+class NetworkError(BrokerNotAvailableError):
     """The connection to a broker broke mid-request, or it answered with bytes that make no
-    sense; the connection is dropped and the request may be sent again."""
+    sense; the connection is dropped and the request may be sent again. A kind of
+    BrokerNotAvailableError, which every sender already handles as "try again later"."""
 
     code, kafka_name = 13, "NETWORK_EXCEPTION"
 

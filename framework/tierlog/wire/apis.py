@@ -136,6 +136,12 @@ def _disabled_apis(ctx: RequestContext) -> frozenset[int]:
 
 # --- Produce -------------------------------------------------------------------------------
 
+ADMIN_CLIENT_ID = "__admin_client"
+"""The client id whose produce may append to internal topics: Kafka's own rule
+(``internalTopicsAllowed = clientId == "__admin_client"``), which the runtime of a
+multi-process cluster relies on to write its internal topics on another broker. Like Kafka,
+tierlog does not authenticate it: any client that names itself so may write them."""
+
 
 def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
     for topic in message.topic_data:
@@ -143,14 +149,17 @@ def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
             if partition.records is None:
                 partition.records = b""
     request = from_wire(message, p.ProduceRequest)
+    handle = ctx.broker.handle
+    if ctx.client_id == ADMIN_CLIENT_ID:
+        handle = ctx.broker.handle_internal_produce  # type: ignore[assignment]
     if request.acks == p.Acks.NONE:
         # Appended as acks=1 is (the leader alone), so the results exist to act on; the
         # client is sent nothing.
-        answer = ctx.broker.handle(attrs.evolve(request, acks=p.Acks.LEADER))
+        answer = handle(attrs.evolve(request, acks=p.Acks.LEADER))
         assert isinstance(answer, p.ProduceResponse)
         _close_on_failure(answer)
         return None
-    return to_wire(ctx.broker.handle(request), _response_class(0, ctx.version))
+    return to_wire(handle(request), _response_class(0, ctx.version))
 
 
 def _close_on_failure(answer: p.ProduceResponse) -> None:
