@@ -193,6 +193,42 @@ class InvalidRequestError(TierlogError, ValueError):
     code, kafka_name = 42, "INVALID_REQUEST"
 
 
+class NetworkError(BrokerNotAvailableError):
+    """The connection to a broker broke mid-request, or it answered with bytes that make no
+    sense; the connection is dropped and the request may be sent again. A kind of
+    BrokerNotAvailableError, which every sender already handles as "try again later"."""
+
+    code, kafka_name = 13, "NETWORK_EXCEPTION"
+
+
+class UnsupportedVersionError(TierlogError):
+    """No version of an API is served by both ends of a connection."""
+
+    code, kafka_name = 35, "UNSUPPORTED_VERSION"
+
+
+class NotControllerError(RetriableError):
+    """A request for the controller reached a broker that is not (or no longer) running it."""
+
+    code, kafka_name = 41, "NOT_CONTROLLER"
+
+
+class StaleBrokerEpochError(TierlogError):
+    """A request from an earlier life of a broker (its epoch is not the registered one)."""
+
+    code, kafka_name = 77, "STALE_BROKER_EPOCH"
+
+
+class InvalidUpdateVersionError(InvalidRequestError):
+    """An AlterPartition based on a partition epoch that is no longer current."""
+
+    code, kafka_name = 95, "INVALID_UPDATE_VERSION"
+
+
+class UnknownTopicIdError(RetriableError):
+    code, kafka_name = 100, "UNKNOWN_TOPIC_ID"
+
+
 class PolicyViolationError(TierlogError):
     code, kafka_name = 44, "POLICY_VIOLATION"
 

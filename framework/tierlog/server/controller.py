@@ -37,6 +37,7 @@ from ..errors import (
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
+    InvalidUpdateVersionError,
     NoReassignmentInProgressError,
     NotLeaderOrFollowerError,
     TierlogError,
@@ -263,7 +264,7 @@ class Controller:
                     f"{tp}: leader epoch {leader_epoch}, the current is {reg.leader_epoch}"
                 )
             if reg.partition_epoch != partition_epoch:
-                raise InvalidRequestError(
+                raise InvalidUpdateVersionError(
                     f"{tp}: partition epoch {partition_epoch} is not the current "
                     f"{reg.partition_epoch}"
                 )

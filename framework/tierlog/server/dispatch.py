@@ -12,6 +12,7 @@ from ..errors import BrokerNotAvailableError
 from ..groups.protocol import GroupRequest
 from . import configs as config_ops
 from . import protocol as p
+from .controller_apis import allocate_producer_ids, alter_partition, controlled_shutdown
 from .delete_records import delete_records
 from .describe_cluster import describe_cluster
 from .fetch_request import fetch
@@ -21,6 +22,7 @@ from .list_offsets import list_offsets
 from .metadata import metadata
 from .offsets_for_leader_epoch import offsets_for_leader_epoch
 from .produce import produce
+from .update_metadata import receive_update_metadata
 from .write_txn_markers import write_txn_markers
 
 if TYPE_CHECKING:
@@ -76,4 +78,12 @@ def dispatch(broker: Broker, request: p.Request | GroupRequest) -> p.Response:
             return leader_and_isr(broker, request)
         case p.StopReplicaRequest():
             return stop_replica(broker, request)
+        case p.UpdateMetadataRequest():
+            return receive_update_metadata(broker, request)
+        case p.AlterPartitionRequest():
+            return alter_partition(broker, request)
+        case p.AllocateProducerIdsRequest():
+            return allocate_producer_ids(broker, request)
+        case p.ControlledShutdownRequest():
+            return controlled_shutdown(broker, request)
     raise AssertionError(f"no handler for {type(request).__name__}")

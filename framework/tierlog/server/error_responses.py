@@ -180,6 +180,26 @@ def error_response(request: p.Request, code: int, message: str) -> p.Response:
                     for s in request.partition_states
                 ],
             )
+        case p.UpdateMetadataRequest():
+            return p.UpdateMetadataResponse(code)
+        case p.ControlledShutdownRequest():
+            return p.ControlledShutdownResponse(code)
+        case p.AllocateProducerIdsRequest():
+            return p.AllocateProducerIdsResponse(code)
+        case p.AlterPartitionRequest():
+            return p.AlterPartitionResponse(
+                code,
+                [
+                    p.AlterPartitionTopicResult(
+                        t.topic_id,
+                        [
+                            p.AlterPartitionPartitionResult(q.partition_index, code)
+                            for q in t.partitions
+                        ],
+                    )
+                    for t in request.topics
+                ],
+            )
 
 
 def txn_marker_error(marker: p.WritableTxnMarker, code: int) -> p.WritableTxnMarkerResult:

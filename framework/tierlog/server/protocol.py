@@ -940,7 +940,7 @@ class DescribeClusterResponse:
     throttle_time_ms: int = 0
 
 
-# --- controller to broker (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) -------------------
+# --- controller to broker (LeaderAndIsr 4, StopReplica 5) -------------------------------------
 
 
 @attrs.frozen
@@ -1028,6 +1028,199 @@ class StopReplicaResponse:
     )
 
 
+# --- UpdateMetadata (api key 6) ----------------------------------------------------------------
+
+
+@attrs.frozen
+class UpdateMetadataEndpoint:
+    """One listener of a live broker; ``security_protocol`` is Kafka's id (0: PLAINTEXT)."""
+
+    port: int
+    host: str
+    listener: str
+    security_protocol: int = 0
+
+
+@attrs.frozen
+class UpdateMetadataBroker:
+    id: int
+    endpoints: tuple[UpdateMetadataEndpoint, ...] = attrs.field(default=(), converter=_tuple)
+    rack: str | None = None
+
+
+@attrs.frozen
+class UpdateMetadataConfig:
+    name: str
+    value: str
+
+
+@attrs.frozen
+class UpdateMetadataPartitionState:
+    """``zk_version`` is the partition epoch (Kafka's name from ZooKeeper mode)."""
+
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...] = attrs.field(converter=_tuple)
+    zk_version: int = 0
+    replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    offline_replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    adding_replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    removing_replicas: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class UpdateMetadataTopicState:
+    topic_name: str
+    topic_id: Uuid
+    partition_states: tuple[UpdateMetadataPartitionState, ...] = attrs.field(converter=_tuple)
+    topic_configs: tuple[UpdateMetadataConfig, ...] = attrs.field(default=(), converter=_tuple)
+
+
+@attrs.frozen
+class UpdateMetadataBrokerConfigs:
+    """The dynamic configs of one broker (``resource_name`` its id as text, '' the default)."""
+
+    resource_name: str
+    configs: tuple[UpdateMetadataConfig, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class UpdateMetadataRequest:
+    """The controller's whole image, pushed to a broker of a multi-process cluster.
+
+    Kafka's fields, and tierlog's (tagged on the wire): ``cluster_id``, each topic's
+    ``topic_configs``, ``broker_configs`` and each partition's adding and removing replicas, so
+    that the broker rebuilds exactly the image the controller holds (``update_metadata.py``).
+    """
+
+    API_KEY: ClassVar[int] = 6
+
+    controller_id: int
+    controller_epoch: int
+    topic_states: tuple[UpdateMetadataTopicState, ...] = attrs.field(converter=_tuple)
+    live_brokers: tuple[UpdateMetadataBroker, ...] = attrs.field(converter=_tuple)
+    broker_epoch: int = -1
+    cluster_id: str | None = None
+    broker_configs: tuple[UpdateMetadataBrokerConfigs, ...] = attrs.field(
+        default=(), converter=_tuple
+    )
+
+
+@attrs.frozen
+class UpdateMetadataResponse:
+    error_code: int = NONE
+
+
+# --- ControlledShutdown (api key 7) ------------------------------------------------------------
+
+
+@attrs.frozen
+class ControlledShutdownRequest:
+    """A broker about to stop asks the controller to move its leaderships away first."""
+
+    API_KEY: ClassVar[int] = 7
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@attrs.frozen
+class RemainingPartition:
+    topic_name: str
+    partition_index: int
+
+
+@attrs.frozen
+class ControlledShutdownResponse:
+    """``remaining_partitions``: those the broker still leads (it may retry, then stop)."""
+
+    error_code: int = NONE
+    remaining_partitions: tuple[RemainingPartition, ...] = attrs.field(default=(), converter=_tuple)
+
+
+# --- AlterPartition (api key 56) ---------------------------------------------------------------
+
+
+@attrs.frozen
+class BrokerState:
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@attrs.frozen
+class AlterPartitionPartitionData:
+    partition_index: int
+    leader_epoch: int
+    new_isr_with_epochs: tuple[BrokerState, ...] = attrs.field(converter=_tuple)
+    partition_epoch: int = 0
+    leader_recovery_state: int = 0
+
+
+@attrs.frozen
+class AlterPartitionTopicData:
+    topic_id: Uuid
+    partitions: tuple[AlterPartitionPartitionData, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class AlterPartitionRequest:
+    """A leader asks the controller for a new ISR (version 3: topics by id, members with
+    their broker epochs)."""
+
+    API_KEY: ClassVar[int] = 56
+
+    broker_id: int
+    topics: tuple[AlterPartitionTopicData, ...] = attrs.field(converter=_tuple)
+    broker_epoch: int = -1
+
+
+@attrs.frozen
+class AlterPartitionPartitionResult:
+    partition_index: int
+    error_code: int = NONE
+    leader_id: int = NO_LEADER
+    leader_epoch: int = UNKNOWN_EPOCH
+    isr: tuple[int, ...] = attrs.field(default=(), converter=_tuple)
+    leader_recovery_state: int = 0
+    partition_epoch: int = -1
+
+
+@attrs.frozen
+class AlterPartitionTopicResult:
+    topic_id: Uuid
+    partitions: tuple[AlterPartitionPartitionResult, ...] = attrs.field(converter=_tuple)
+
+
+@attrs.frozen
+class AlterPartitionResponse:
+    error_code: int = NONE
+    topics: tuple[AlterPartitionTopicResult, ...] = attrs.field(default=(), converter=_tuple)
+    throttle_time_ms: int = 0
+
+
+# --- AllocateProducerIds (api key 67) ----------------------------------------------------------
+
+
+@attrs.frozen
+class AllocateProducerIdsRequest:
+    """A broker asks the controller for a block of producer ids to hand out."""
+
+    API_KEY: ClassVar[int] = 67
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
+@attrs.frozen
+class AllocateProducerIdsResponse:
+    error_code: int = NONE
+    producer_id_start: int = -1
+    producer_id_len: int = 0
+    throttle_time_ms: int = 0
+
+
 Request = (
     ProduceRequest
     | FetchRequest
@@ -1048,6 +1241,10 @@ Request = (
     | DescribeClusterRequest
     | LeaderAndIsrRequest
     | StopReplicaRequest
+    | UpdateMetadataRequest
+    | ControlledShutdownRequest
+    | AlterPartitionRequest
+    | AllocateProducerIdsRequest
 )
 """Every request a broker handles."""
 
@@ -1071,5 +1268,9 @@ Response = (
     | DescribeClusterResponse
     | LeaderAndIsrResponse
     | StopReplicaResponse
+    | UpdateMetadataResponse
+    | ControlledShutdownResponse
+    | AlterPartitionResponse
+    | AllocateProducerIdsResponse
 )
 """Every response a broker gives."""

@@ -24,6 +24,7 @@ from ..server import protocol as p
 from .codec import MESSAGES, from_wire, to_wire
 from .endpoints import EndpointDirectory
 from .group_apis import GROUP_APIS
+from .inter_broker_apis import INTER_BROKER_APIS, INTER_BROKER_KEYS
 from .metrics import error_name
 
 if TYPE_CHECKING:
@@ -125,13 +126,21 @@ def _api_versions(ctx: RequestContext, _message: Any) -> ApiMessage:
 
 def _disabled_apis(ctx: RequestContext) -> frozenset[int]:
     """The APIs switched off by configuration: the consumer group protocol's, unless
-    ``group.coordinator.rebalance.protocols`` lists consumer (a client then uses classic)."""
+    ``group.coordinator.rebalance.protocols`` lists consumer (a client then uses classic); the
+    inter-broker ones, unless the broker is a node of a multi-process cluster."""
+    disabled = frozenset() if ctx.broker.inter_broker_enabled else INTER_BROKER_KEYS
     if "consumer" in ctx.broker.config.get_list("group.coordinator.rebalance.protocols"):
-        return frozenset()
-    return _CONSUMER_PROTOCOL_APIS
+        return disabled
+    return disabled | _CONSUMER_PROTOCOL_APIS
 
 
 # --- Produce -------------------------------------------------------------------------------
+
+ADMIN_CLIENT_ID = "__admin_client"
+"""The client id whose produce may append to internal topics: Kafka's own rule
+(``internalTopicsAllowed = clientId == "__admin_client"``), which the runtime of a
+multi-process cluster relies on to write its internal topics on another broker. Like Kafka,
+tierlog does not authenticate it: any client that names itself so may write them."""
 
 
 def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
@@ -140,14 +149,17 @@ def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
             if partition.records is None:
                 partition.records = b""
     request = from_wire(message, p.ProduceRequest)
+    handle = ctx.broker.handle
+    if ctx.client_id == ADMIN_CLIENT_ID:
+        handle = ctx.broker.handle_internal_produce  # type: ignore[assignment]
     if request.acks == p.Acks.NONE:
         # Appended as acks=1 is (the leader alone), so the results exist to act on; the
         # client is sent nothing.
-        answer = ctx.broker.handle(attrs.evolve(request, acks=p.Acks.LEADER))
+        answer = handle(attrs.evolve(request, acks=p.Acks.LEADER))
         assert isinstance(answer, p.ProduceResponse)
         _close_on_failure(answer)
         return None
-    return to_wire(ctx.broker.handle(request), _response_class(0, ctx.version))
+    return to_wire(handle(request), _response_class(0, ctx.version))
 
 
 def _close_on_failure(answer: p.ProduceResponse) -> None:
@@ -268,7 +280,7 @@ def _client_host(peer: str) -> str:
 
 
 def _consumer_group_heartbeat(ctx: RequestContext, message: Any) -> ApiMessage:
-    if _disabled_apis(ctx):
+    if _CONSUMER_PROTOCOL_APIS & _disabled_apis(ctx):
         return _response_class(68, ctx.version)(
             error_code=_UNSUPPORTED_VERSION,
             error_message="the consumer group protocol is not enabled on this broker",
@@ -328,6 +340,8 @@ APIS: dict[int, Api] = {
         *(Api(key, low, high, handler) for key, low, high, handler in GROUP_APIS),
         Api(68, 0, 1, _consumer_group_heartbeat),
         Api(69, 0, 1, _consumer_group_describe),
+        # Between brokers of a multi-process cluster only (inter_broker_apis.py).
+        *(Api(key, low, high, handler) for key, low, high, handler in INTER_BROKER_APIS),
     )
 }
 """api key -> what is served of it."""

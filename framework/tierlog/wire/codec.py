@@ -87,10 +87,22 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 
 from ..model import ZERO_UUID, Uuid
 from .schemas import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 
 #: api key -> (request class, response class), for every API the listener can decode.
@@ -129,6 +141,13 @@ MESSAGES: dict[int, tuple[type[ApiMessage], type[ApiMessage]]] = {
         (OffsetDeleteRequest, OffsetDeleteResponse),
         (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
         (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
+        # Between brokers of a multi-process cluster (inter_broker_apis.py).
+        (LeaderAndIsrRequest, LeaderAndIsrResponse),
+        (StopReplicaRequest, StopReplicaResponse),
+        (UpdateMetadataRequest, UpdateMetadataResponse),
+        (ControlledShutdownRequest, ControlledShutdownResponse),
+        (AlterPartitionRequest, AlterPartitionResponse),
+        (AllocateProducerIdsRequest, AllocateProducerIdsResponse),
     )
 }
 

@@ -1,0 +1,107 @@
+"""The requests a broker answers for the controller running in its process.
+
+In a multi-process cluster one broker at a time runs the controller
+(``broker.active_controller``); brokers send it AlterPartition, AllocateProducerIds and
+ControlledShutdown over the wire. Any other broker answers NOT_CONTROLLER, and the sender
+looks for the controller again, as Kafka's brokers do.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..errors import NotControllerError, TierlogError, UnknownTopicIdError, error_code_of
+from ..model import TopicPartition
+from . import protocol as p
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+_NOT_CONTROLLER = NotControllerError.code or 41
+_UNKNOWN_TOPIC_ID = UnknownTopicIdError.code or 100
+
+
+def alter_partition(broker: Broker, request: p.AlterPartitionRequest) -> p.AlterPartitionResponse:
+    """Each partition's ISR change, answered on its own: the new registration, or the error
+    (UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER...)."""
+    controller = broker.active_controller
+    if controller is None:
+        return p.AlterPartitionResponse(error_code=_NOT_CONTROLLER)
+    image = controller.image()
+    topics = []
+    for topic in request.topics:
+        found = image.topic_by_id(topic.topic_id)
+        results = []
+        for wanted in topic.partitions:
+            if found is None:
+                results.append(
+                    p.AlterPartitionPartitionResult(wanted.partition_index, _UNKNOWN_TOPIC_ID)
+                )
+                continue
+            tp = TopicPartition(found.name, wanted.partition_index)
+            try:
+                reg = controller.alter_partition(
+                    tp,
+                    request.broker_id,
+                    wanted.leader_epoch,
+                    wanted.partition_epoch,
+                    [member.broker_id for member in wanted.new_isr_with_epochs],
+                )
+            except TierlogError as err:
+                log.info(
+                    "AlterPartition of %s from broker %d refused: %s", tp, request.broker_id, err
+                )
+                results.append(
+                    p.AlterPartitionPartitionResult(wanted.partition_index, error_code_of(err))
+                )
+                continue
+            results.append(
+                p.AlterPartitionPartitionResult(
+                    wanted.partition_index,
+                    leader_id=reg.leader,
+                    leader_epoch=reg.leader_epoch,
+                    isr=reg.isr,
+                    partition_epoch=reg.partition_epoch,
+                )
+            )
+        topics.append(p.AlterPartitionTopicResult(topic.topic_id, results))
+    return p.AlterPartitionResponse(topics=topics)
+
+
+def allocate_producer_ids(
+    broker: Broker, request: p.AllocateProducerIdsRequest
+) -> p.AllocateProducerIdsResponse:
+    controller = broker.active_controller
+    if controller is None:
+        return p.AllocateProducerIdsResponse(error_code=_NOT_CONTROLLER)
+    try:
+        block = controller.allocate_producer_ids(request.broker_id)
+    except TierlogError as err:
+        return p.AllocateProducerIdsResponse(error_code=error_code_of(err))
+    return p.AllocateProducerIdsResponse(
+        producer_id_start=block.first_producer_id, producer_id_len=block.size
+    )
+
+
+def controlled_shutdown(
+    broker: Broker, request: p.ControlledShutdownRequest
+) -> p.ControlledShutdownResponse:
+    """Takes the broker out of the cluster (out of every ISR, its leaderships moved) and
+    answers with the partitions it still leads: those with no other replica to lead them."""
+    controller = broker.active_controller
+    if controller is None:
+        return p.ControlledShutdownResponse(error_code=_NOT_CONTROLLER)
+    try:
+        controller.unregister_broker(request.broker_id)
+    except TierlogError as err:
+        return p.ControlledShutdownResponse(error_code=error_code_of(err))
+    remaining = [
+        p.RemainingPartition(topic.name, index)
+        for topic in controller.image().topics.values()
+        for index, reg in enumerate(topic.partitions)
+        if reg.leader == request.broker_id
+    ]
+    return p.ControlledShutdownResponse(remaining_partitions=remaining)
