@@ -207,12 +207,6 @@ class UnsupportedVersionError(TierlogError):
     code, kafka_name = 35, "UNSUPPORTED_VERSION"
 
 
-class NotControllerError(RetriableError):
-    """A request for the controller reached a broker that is not (or no longer) running it."""
-
-    code, kafka_name = 41, "NOT_CONTROLLER"
-
-
 class StaleBrokerEpochError(TierlogError):
     """A request from an earlier life of a broker (its epoch is not the registered one)."""
 

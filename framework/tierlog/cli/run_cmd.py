@@ -64,6 +64,12 @@ _FAILED = 2
     "[default: the first of log.dirs].",
 )
 @click.option(
+    "--broker-id",
+    type=click.IntRange(min=0),
+    default=None,
+    help="This broker's id (broker.id) in a multi-process cluster (zookeeper.connect set).",
+)
+@click.option(
     "--listen/--no-listen",
     default=True,
     show_default=True,
@@ -71,16 +77,30 @@ _FAILED = 2
 )
 @click.pass_context
 def run_command(
-    ctx: click.Context, config_file: Path, brokers: int, data_dir: Path | None, listen: bool
+    ctx: click.Context,
+    config_file: Path,
+    brokers: int,
+    broker_id: int | None,
+    data_dir: Path | None,
+    listen: bool,
 ) -> None:
-    """Run an embedded cluster until SIGINT or SIGTERM."""
+    """Run an embedded cluster, or one broker of a ZooKeeper cluster, until SIGINT or SIGTERM."""
     try:
         raw = load_sources(config_file, os.environ)
+        if broker_id is not None:
+            raw = {**raw, "broker.id": broker_id}
         config = BrokerConfig.from_mapping(raw)
     except ConfigFileError as err:
         _fail(ctx, str(err))
     except TierlogError as err:
         _fail(ctx, f"{config_file}: {err}")
+    if config.get_str("zookeeper.connect"):
+        if brokers != 1:
+            _fail(ctx, "--brokers: a broker of a ZooKeeper cluster runs one per process")
+        if not listen:
+            _fail(ctx, "--no-listen: brokers of a ZooKeeper cluster reach each other over TCP")
+        _run_node(ctx, config)
+        return
     if data_dir is None:
         data_dir = Path(config.get_list("log.dirs")[0])
     stop = threading.Event()
@@ -117,6 +137,65 @@ def run_command(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _run_node(ctx: click.Context, config: BrokerConfig) -> None:
+    """One broker of a multi-process cluster; SIGTERM is a controlled shutdown."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    from ..coordination.node import ClusterNode  # only a multi-process broker needs ZooKeeper
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    node = ClusterNode(config)
+    try:
+        node.start()
+        assert node.broker is not None and node.channel is not None
+        registries = {str(node.broker_id): node.broker.plugin_host.metrics}  # type: ignore[union-attr]
+        with _serve_metrics(registries, _metrics_port(config)) as metrics:
+            click.echo(f"tierlog: bootstrap servers {node.bootstrap_servers}", err=True)
+            if metrics is not None:
+                click.echo(
+                    f"tierlog: metrics at http://{metrics.host}:{metrics.port}/metrics", err=True
+                )
+            click.echo(
+                f"tierlog: broker {node.broker_id} serving, cluster id "
+                f"{node.channel.cluster_id or '(not known yet)'}, zookeeper "
+                f"{config.get_str('zookeeper.connect')}",
+                err=True,
+            )
+            while not stop.wait(0.2):
+                pass
+            click.echo("tierlog: controlled shutdown", err=True)
+        node.stop()
+        click.echo("tierlog: stopped", err=True)
+    except TierlogError as err:
+        node.stop()
+        _fail(ctx, str(err))
+    except OSError as err:
+        node.stop()
+        _fail(ctx, err.strerror if err.strerror and err.filename is None else str(err))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextmanager
+def _serve_metrics(
+    registries: dict[str, MetricsRegistry], port: int | None
+) -> Iterator[PrometheusServer | None]:
+    if port is None:
+        yield None
+        return
+    try:
+        server = serve_collector(LabelledRegistriesCollector(lambda: registries), port)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot serve metrics on 127.0.0.1:{port}: {err}") from None
+    with server:
+        yield server
 
 
 def _metrics_port(config: BrokerConfig) -> int | None:

@@ -31,6 +31,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import KazooState, ZnodeStat
 
 from ..errors import InvalidConfigError
+from ..wire.endpoints import Endpoint
 from . import paths
 
 _log = logging.getLogger(__name__)
@@ -56,31 +57,19 @@ class BrokerIdAlreadyRegisteredError(InvalidConfigError):
         )
 
 
-@attrs.frozen
-class Endpoint:
-    """One ``NAME://host:port`` listener of a broker."""
-
-    listener: str
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, text: str) -> Endpoint:
-        name, sep, address = text.partition("://")
-        if not sep or not name:
-            raise ValueError(f"endpoint {text!r} is not NAME://host:port")
-        if address.startswith("["):
-            host, _, rest = address[1:].partition("]")
-            port_text = rest[1:] if rest.startswith(":") else ""
-        else:
-            host, _, port_text = address.rpartition(":")
-        if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-            raise ValueError(f"endpoint {text!r} has no valid port")
-        return cls(name.upper(), host, int(port_text))
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener}://{host}:{self.port}"
+def parse_endpoint(text: str) -> Endpoint:
+    """One ``NAME://host:port`` of a registration (IPv6 hosts in brackets)."""
+    name, sep, address = text.partition("://")
+    if not sep or not name:
+        raise ValueError(f"endpoint {text!r} is not NAME://host:port")
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port_text = address.rpartition(":")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"endpoint {text!r} has no valid port")
+    return Endpoint(name.upper(), host, int(port_text))
 
 
 @attrs.frozen
@@ -112,14 +101,14 @@ def registration_data(
     listener_security_protocol_map: Mapping[str, str] | None = None,
 ) -> bytes:
     """The JSON of ``/brokers/ids/<id>``, laid out as Kafka's, so its tools can read it."""
-    parsed = [Endpoint.parse(e) for e in endpoints]
+    parsed = [parse_endpoint(e) for e in endpoints]
     if not parsed:
         raise ValueError("a broker registers at least one endpoint")
     protocols = dict(listener_security_protocol_map or {})
     for endpoint in parsed:
-        default = endpoint.listener if endpoint.listener in _KNOWN_PROTOCOLS else "PLAINTEXT"
-        protocols.setdefault(endpoint.listener, default)
-    plaintext = next((e for e in parsed if protocols[e.listener] == "PLAINTEXT"), None)
+        default = endpoint.name if endpoint.name in _KNOWN_PROTOCOLS else "PLAINTEXT"
+        protocols.setdefault(endpoint.name, default)
+    plaintext = next((e for e in parsed if protocols[e.name] == "PLAINTEXT"), None)
     payload = {
         "version": REGISTRATION_VERSION,
         "listener_security_protocol_map": protocols,
@@ -324,6 +313,17 @@ def _read_brokers(client: KazooClient, children: Sequence[str]) -> dict[int, Bro
         except ValueError as err:
             _log.warning("ignoring %s/%s: %s", paths.BROKER_IDS, child, err)
     return brokers
+
+
+def endpoints_of(info: BrokerInfo) -> tuple[Endpoint, ...]:
+    """Where a registered broker listens; entries that cannot be read are left out."""
+    found = []
+    for text in info.endpoints:
+        try:
+            found.append(parse_endpoint(text))
+        except ValueError:
+            _log.warning("broker %d registered an unreadable endpoint %r", info.broker_id, text)
+    return tuple(found)
 
 
 def registered_brokers(client: KazooClient) -> dict[int, BrokerInfo]:

@@ -152,7 +152,10 @@ class GroupCoordinator:
         if controller.image().topic(CONSUMER_OFFSETS_TOPIC) is not None:
             return
         live = len(controller.live_brokers())
-        replication = min(self._int("offsets.topic.replication.factor"), max(live, 1))
+        replication = self._int("offsets.topic.replication.factor")
+        if not self.broker.inter_broker_enabled:
+            # As for the metadata topic: only a cluster that knows all its brokers shrinks it.
+            replication = min(replication, max(live, 1))
         configs = {
             "cleanup.policy": "compact",
             "remote.storage.enable": "false",

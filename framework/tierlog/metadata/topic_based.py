@@ -238,7 +238,12 @@ class TopicBasedRemoteLogMetadataManager:
         controller = broker.controller
         existing = controller.image().topics.get(TOPIC_NAME)
         if existing is None:
-            replication = min(config.replication_factor, len(controller.broker_ids))
+            replication = config.replication_factor
+            if not broker.inter_broker_enabled:
+                # An embedded cluster knows all its brokers: a smaller one gets a smaller
+                # factor. Brokers of a multi-process cluster may still be starting, so the
+                # creation waits for them (retried), as Kafka's does.
+                replication = min(replication, len(controller.broker_ids))
             try:
                 controller.create_topic(
                     TOPIC_NAME,

@@ -24,6 +24,7 @@ from . import configs as config_ops
 from .partition import Partition, read_partition_metadata
 from .purgatory import DelayedOperationPurgatory
 from .replica_fetcher import ReplicaFetcherManager
+from .replica_metrics import register_replica_metrics
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -103,6 +104,7 @@ def start_services(broker: Broker, plugin_host: PluginHost) -> None:
             broker.config, plugin_host, broker_id, broker.log_dirs[0], broker._topic_switch
         )
         broker.replica_fetcher_manager.remote_log_manager = broker.remote_log_manager
+    register_replica_metrics(broker, plugin_host.metrics)
     broker.group_coordinator = GroupCoordinator(broker)
     broker.consumer_lag = ConsumerLagMetrics(broker.group_coordinator, plugin_host.metrics)
     broker.consumer_lag.start()

@@ -71,11 +71,20 @@ class Controller:
         store: MetadataStore,
         transport: Transport,
         broker_ids: Iterable[int],
+        *,
+        controller_id: int | None = None,
+        keep_leaders: bool = False,
     ) -> None:
+        """``controller_id``: the broker whose process runs this controller (a multi-process
+        cluster; None in an embedded one). ``keep_leaders``: a controller taking over from
+        another keeps the leaders it finds, as Kafka's does; a cluster starting up (the
+        embedded one) has nobody lead until its broker registers again."""
         self.config = config
         self._metadata_store = store
         self._transport = transport
         self._all_brokers = tuple(sorted(broker_ids))
+        self._own_id = controller_id
+        self._broker_epochs: dict[int, int] = {}
         self._lock = threading.RLock()
         # Requests to brokers are queued under ``_lock`` (so they leave in decision order) and
         # sent after it is released: a broker applying one may wait on a thread of its own
@@ -86,7 +95,8 @@ class Controller:
         self._live: set[int] = set()
         # Claiming the store makes this the one controller, under a new controller epoch.
         claimed = store.claim(
-            config.get_int("broker.id"), cluster_id=config.get_str("cluster.id") or None
+            config.get_int("broker.id") if controller_id is None else controller_id,
+            cluster_id=config.get_str("cluster.id") or None,
         )
         self._cluster_id = claimed.cluster_id
         self._controller_epoch = claimed.controller_epoch
@@ -95,11 +105,12 @@ class Controller:
         }
         #: The first id of the next producer id block; persisted before a block is handed out.
         self._next_producer_id = claimed.next_producer_id
-        # Nobody leads until its broker registers again; the election then bumps the epoch.
-        self._topics: dict[str, TopicImage] = {}
-        for name, topic in claimed.topics.items():
-            offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
-            self._topics[name] = attrs.evolve(topic, partitions=offline)
+        self._topics: dict[str, TopicImage] = dict(claimed.topics)
+        if not keep_leaders:
+            # Nobody leads until its broker registers again; the election then bumps the epoch.
+            for name, topic in claimed.topics.items():
+                offline = tuple(attrs.evolve(reg, leader=p.NO_LEADER) for reg in topic.partitions)
+                self._topics[name] = attrs.evolve(topic, partitions=offline)
         #: What the store holds: the controller's state goes back to it when a save fails.
         self._saved = claimed
         self._save()
@@ -136,7 +147,10 @@ class Controller:
 
     @property
     def controller_id(self) -> int:
-        """The lowest live broker id, as the broker that would win a controller election."""
+        """The broker whose process runs this controller in a multi-process cluster; in an
+        embedded one the lowest live broker id, as the broker that would win an election."""
+        if self._own_id is not None:
+            return self._own_id
         with self._lock:
             return min(self._live) if self._live else p.NO_LEADER
 
@@ -173,7 +187,11 @@ class Controller:
     def _build_image(self) -> ClusterImage:
         return ClusterImage(
             cluster_id=self._cluster_id,
-            controller_id=min(self._live) if self._live else p.NO_LEADER,
+            controller_id=self._own_id
+            if self._own_id is not None
+            else min(self._live)
+            if self._live
+            else p.NO_LEADER,
             controller_epoch=self._controller_epoch,
             live_brokers=frozenset(self._live),
             topics=self._topics,
@@ -193,10 +211,17 @@ class Controller:
 
     # --- brokers --------------------------------------------------------------------------
 
-    def register_broker(self, broker_id: int) -> None:
-        """A broker is serving: tell it everything it hosts, and let it lead where it can."""
+    def register_broker(self, broker_id: int, *, broker_epoch: int = -1) -> None:
+        """A broker is serving: tell it everything it hosts, and let it lead where it can.
+
+        ``broker_epoch`` is its registration's (ZooKeeper's czxid) in a multi-process cluster:
+        a broker seen again with another epoch bounced, and must be sent everything again.
+        """
         with self._lock:
             self._live.add(broker_id)
+            self._broker_epochs[broker_id] = broker_epoch
+            if broker_id not in self._all_brokers:
+                self._all_brokers = tuple(sorted({*self._all_brokers, broker_id}))
             changed = self._elect_leaders(lambda reg: reg.leader == p.NO_LEADER)
             removed = self._complete_reassignments()
             self._commit()
@@ -205,11 +230,41 @@ class Controller:
             self._stop_removed_replicas(removed)
         self._flush()
 
+    def take_over(self, live: Mapping[int, int]) -> None:
+        """A controller elected in a running cluster: ``live`` maps the registered brokers to
+        their epochs. Brokers that died with no controller to notice leave every ISR, leaders
+        gone are replaced, and every live broker is sent its whole state."""
+        with self._lock:
+            self._live = set(live)
+            self._broker_epochs = dict(live)
+            self._all_brokers = tuple(sorted({*self._all_brokers, *live}))
+            assigned = {
+                b for topic in self._topics.values() for reg in topic.partitions for b in reg.isr
+            }
+            shrunk = [
+                tp for dead in sorted(assigned - self._live) for tp in self._remove_from_isrs(dead)
+            ]
+            changed = self._elect_leaders(lambda reg: reg.leader not in self._live)
+            removed = self._complete_reassignments()
+            self._commit()
+            for broker_id in sorted(self._live):
+                self._send_full_state(broker_id)
+            self._stop_removed_replicas(removed)
+            log.info(
+                "controller %s took over: brokers %s live, %d ISR(s) shrunk, %d leader(s) elected",
+                self._own_id,
+                sorted(self._live),
+                len(shrunk),
+                len(changed),
+            )
+        self._flush()
+
     def unregister_broker(self, broker_id: int) -> None:
         """A broker stops (controlled shutdown or failure): take it out of every ISR (keeping a
         last member, the only replica known to hold everything) and move leadership away."""
         with self._lock:
             self._live.discard(broker_id)
+            self._broker_epochs.pop(broker_id, None)
             shrunk = self._remove_from_isrs(broker_id)
             changed = self._elect_leaders(lambda reg: reg.leader == broker_id)
             self._commit()
@@ -489,8 +544,12 @@ class Controller:
 
     # --- topics ---------------------------------------------------------------------------
 
-    def create_topics(self, request: p.CreateTopicsRequest) -> p.CreateTopicsResponse:
-        """CreateTopics: each topic is checked completely before anything is written."""
+    def create_topics(
+        self, request: p.CreateTopicsRequest, *, internal_allowed: bool = False
+    ) -> p.CreateTopicsResponse:
+        """CreateTopics: each topic is checked completely before anything is written.
+        ``internal_allowed``: the runtime's own request (a broker creating an internal topic
+        through the controller), which may use internal names."""
         counts: dict[str, int] = {}
         for topic in request.topics:
             counts[topic.name] = counts.get(topic.name, 0) + 1
@@ -509,7 +568,9 @@ class Controller:
                     )
                     continue
                 try:
-                    image = self._plan_topic(topic, requested=requested)
+                    image = self._plan_topic(
+                        topic, internal_allowed=internal_allowed, requested=requested
+                    )
                 except TierlogError as err:
                     results.append(
                         p.CreatableTopicResult(
@@ -1024,3 +1085,8 @@ class Controller:
     def live_brokers(self) -> frozenset[int]:
         with self._lock:
             return frozenset(self._live)
+
+    def live_broker_epochs(self) -> dict[int, int]:
+        """Each live broker's epoch, as it registered (-1 in an embedded cluster)."""
+        with self._lock:
+            return {broker_id: self._broker_epochs.get(broker_id, -1) for broker_id in self._live}

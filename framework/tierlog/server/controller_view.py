@@ -58,7 +58,9 @@ class ControllerView(Protocol):
 
     def allocate_producer_ids(self, broker_id: int) -> ProducerIdsBlock: ...
 
-    def create_topics(self, request: p.CreateTopicsRequest) -> p.CreateTopicsResponse: ...
+    def create_topics(
+        self, request: p.CreateTopicsRequest, *, internal_allowed: bool = False
+    ) -> p.CreateTopicsResponse: ...
 
     def create_topic(
         self,

@@ -225,6 +225,34 @@ class Transport(abc.ABC):
     def send(
         self, broker_id: int, request: p.StopReplicaRequest, *, timeout_ms: int | None = None
     ) -> p.StopReplicaResponse: ...
+    @overload
+    def send(
+        self, broker_id: int, request: p.UpdateMetadataRequest, *, timeout_ms: int | None = None
+    ) -> p.UpdateMetadataResponse: ...
+    @overload
+    def send(
+        self,
+        broker_id: int,
+        request: p.ControlledShutdownRequest,
+        *,
+        timeout_ms: int | None = None,
+    ) -> p.ControlledShutdownResponse: ...
+    @overload
+    def send(
+        self, broker_id: int, request: p.AlterPartitionRequest, *, timeout_ms: int | None = None
+    ) -> p.AlterPartitionResponse: ...
+    @overload
+    def send(
+        self,
+        broker_id: int,
+        request: p.AllocateProducerIdsRequest,
+        *,
+        timeout_ms: int | None = None,
+    ) -> p.AllocateProducerIdsResponse: ...
+    @overload
+    def send(
+        self, broker_id: int, request: p.Request, *, timeout_ms: int | None = None
+    ) -> p.Response: ...
     def send(
         self, broker_id: int, request: p.Request, *, timeout_ms: int | None = None
     ) -> p.Response:

@@ -162,6 +162,19 @@ def _produce(ctx: RequestContext, message: Any) -> ApiMessage | None:
     return to_wire(handle(request), _response_class(0, ctx.version))
 
 
+def _create_topics(ctx: RequestContext, message: Any) -> ApiMessage:
+    """CreateTopics; from ``__admin_client`` (a broker of a multi-process cluster creating an
+    internal topic through the controller) internal names are allowed, as the runtime's own."""
+    request = from_wire(message, p.CreateTopicsRequest)
+    internal = ctx.client_id == ADMIN_CLIENT_ID and ctx.broker.inter_broker_enabled
+    answer = (
+        ctx.broker.controller.create_topics(request, internal_allowed=True)
+        if internal
+        else ctx.broker.handle(request)
+    )
+    return to_wire(answer, _response_class(19, ctx.version))
+
+
 def _close_on_failure(answer: p.ProduceResponse) -> None:
     """An acks=0 producer hears of nothing but a closed connection, so a failed acks=0 produce
     closes it, as Kafka does: the client then refreshes its metadata and learns of the trouble."""
@@ -318,7 +331,7 @@ APIS: dict[int, Api] = {
             ),
         ),
         Api(18, 0, 4, _api_versions),
-        Api(19, 0, 7, _generic(p.CreateTopicsRequest)),
+        Api(19, 0, 7, _create_topics),
         Api(20, 0, 6, _generic(p.DeleteTopicsRequest)),
         Api(21, 0, 2, _generic(p.DeleteRecordsRequest)),
         Api(22, 0, 4, _generic(p.InitProducerIdRequest)),

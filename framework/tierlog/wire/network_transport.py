@@ -124,6 +124,15 @@ class NetworkTransport(Transport):
         answer: p.ProduceResponse = self._call(broker_id, request, timeout_ms, ADMIN_CLIENT_ID)
         return answer
 
+    def send_as_admin(
+        self, broker_id: int, request: p.CreateTopicsRequest, *, timeout_ms: int | None = None
+    ) -> p.CreateTopicsResponse:
+        """A CreateTopics of the runtime's own, which may name internal topics (sent, like
+        :meth:`send_internal`, as ``__admin_client``)."""
+        self.faults.apply(broker_id, request, timeout_ms)
+        answer: p.CreateTopicsResponse = self._call(broker_id, request, timeout_ms, ADMIN_CLIENT_ID)
+        return answer
+
     def _deliver(self, broker_id: int, request: p.Request) -> p.Response:
         answer: p.Response = self._call(broker_id, request, None, self.client_id)
         return answer
