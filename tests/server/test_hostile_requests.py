@@ -776,6 +776,12 @@ ONE_OF_EACH: list[p.Request] = [
     p.DescribeClusterRequest(),
     p.LeaderAndIsrRequest(0, 0, [p.LeaderAndIsrPartitionState("t", 0, 0, 0, [0])]),
     p.StopReplicaRequest(0, 0, [p.StopReplicaPartitionState("t", 0)]),
+    p.UpdateMetadataRequest(0, 0, [], []),
+    p.ControlledShutdownRequest(0),
+    p.AlterPartitionRequest(
+        0, [p.AlterPartitionTopicData(ZERO_UUID, [p.AlterPartitionPartitionData(0, 0, [])])]
+    ),
+    p.AllocateProducerIdsRequest(0),
 ]
 
 
