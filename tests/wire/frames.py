@@ -380,3 +380,77 @@ def _aiokafka(address: str, topic: str) -> None:
         assert got == expected, "aiokafka did not read back what it produced"
 
     asyncio.run(run())
+
+
+#: The controller epoch of the controller requests seeded: older than any real controller's, and
+#: no single bit flip makes it current (see ``inter_broker_frames``).
+STALE_CONTROLLER_EPOCH = -(1 << 31)
+
+
+def inter_broker_frames(topic: str = "inter-broker") -> list[Frame]:
+    """One request of each inter-broker API at the version served, as brokers send them.
+
+    No Kafka client sends these, so they are made here. LeaderAndIsr and StopReplica come from
+    a stale controller: a current one does what it says (a full LeaderAndIsr removes every
+    replica it does not list, as DeleteTopics would), which is no bug; fuzzing them still
+    exercises their decoding and conversion, and the broker must refuse them whole.
+    """
+    from tierlog.model import Uuid
+    from tierlog.server import protocol as p
+    from tierlog.server.image import ClusterImage, PartitionRegistration, TopicImage
+    from tierlog.server.update_metadata import update_metadata_request
+    from tierlog.wire.codec import MESSAGES, to_wire
+    from tierlog.wire.endpoints import Endpoint
+    from tierlog.wire.inter_broker_apis import leader_and_isr_to_wire, stop_replica_to_wire
+
+    topic_id = Uuid(bytes(range(1, 17)))
+    stale = STALE_CONTROLLER_EPOCH
+    state = p.LeaderAndIsrPartitionState(topic, 0, 0, 1, [0, 1], 2, [0, 1, 2], adding_replicas=[2])
+    image = ClusterImage(
+        "fuzz-cluster",
+        0,
+        1,
+        frozenset({0, 1}),
+        {
+            topic: TopicImage(
+                topic, topic_id, (PartitionRegistration((0, 1), (0,), 0, 1, 2),), {"a": "b"}
+            )
+        },
+        {"": {"log.retention.ms": "1000"}},
+    )
+    messages = [
+        leader_and_isr_to_wire(
+            p.LeaderAndIsrRequest(0, stale, [state], [(topic, topic_id)], [0]),
+            7,
+            leader_address=lambda _: ("127.0.0.1", 9092),
+        ),
+        stop_replica_to_wire(
+            p.StopReplicaRequest(0, stale, [p.StopReplicaPartitionState(topic, 0, 1, True)]), 4
+        ),
+        to_wire(
+            update_metadata_request(image, {0: [Endpoint("PLAINTEXT", "127.0.0.1", 9092)]}),
+            MESSAGES[6][0][8],
+        ),
+        to_wire(p.ControlledShutdownRequest(1, 5), MESSAGES[7][0][3]),
+        to_wire(
+            p.AlterPartitionRequest(
+                0,
+                [
+                    p.AlterPartitionTopicData(
+                        topic_id,
+                        [p.AlterPartitionPartitionData(0, 1, [p.BrokerState(0, 5)], 2)],
+                    )
+                ],
+                5,
+            ),
+            MESSAGES[56][0][3],
+        ),
+        to_wire(p.AllocateProducerIdsRequest(1, 5), MESSAGES[67][0][0]),
+    ]
+    versions = (7, 4, 8, 3, 3, 0)
+    frames = []
+    for correlation_id, (message, version) in enumerate(zip(messages, versions, strict=True)):
+        message.API_VERSION = version
+        message.with_header(correlation_id=correlation_id, client_id="broker-0")
+        frames.append(Frame("tierlog-broker", bytes(message.encode(header=True))))
+    return frames

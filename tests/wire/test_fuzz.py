@@ -20,7 +20,9 @@ exception for. The frames run in a process of their own, so that making them tak
 from the broker's threads. APIs that delete or reconfigure data (DeleteTopics, DeleteRecords,
 IncrementalAlterConfigs, AlterPartitionReassignments) are never sent: a well-formed one would
 do what it says, which is no bug, and the test checks that acknowledged records survive
-everything else; nor is CreateTopics (see ``EXCLUDED_KEYS``).
+everything else; nor is CreateTopics (see ``EXCLUDED_KEYS``). The broker serves the
+inter-broker APIs, seeded by ``inter_broker_frames``; LeaderAndIsr and StopReplica come from a
+stale controller only, for the same reason.
 """
 
 from __future__ import annotations
@@ -53,7 +55,13 @@ from tierlog.records.batch import crc32c
 from tierlog.wire.codec import MESSAGES
 
 from .acked import produce_acked, read_back
-from .frames import first_of_each_kind, record_client_frames, recording
+from .frames import (
+    STALE_CONTROLLER_EPOCH,
+    first_of_each_kind,
+    inter_broker_frames,
+    record_client_frames,
+    recording,
+)
 
 SEED = 20_261_121
 #: Request frames the listener must read whole.
@@ -80,6 +88,8 @@ CORPUS_TOPIC = {"segment.bytes": str(64 << 10), "retention.bytes": str(128 << 10
 #: well-formed one does what it says. CreateTopics: one with 2**31 - 1 partitions would too,
 #: for as long as the disk lasts (nothing bounds ``num_partitions`` yet).
 EXCLUDED_KEYS = frozenset({19, 20, 21, 44, 45})
+#: LeaderAndIsr, StopReplica: sent from a stale controller only (see ``inter_broker_frames``).
+STALE_CONTROLLER_KEYS = frozenset({4, 5})
 UNKNOWN_KEY = 32_000
 _SIZE = struct.Struct(">i")
 
@@ -159,6 +169,8 @@ class Mutator:
             if value is None and not field.nullable_for_version_q(at) and rng.random() < 0.9:
                 continue  # mostly keep frames decodable; a null where none may be, now and then
             setattr(owner, field.name, value)
+        if key in STALE_CONTROLLER_KEYS:
+            message.controller_epoch = STALE_CONTROLLER_EPOCH
         try:
             frame = bytes(message.encode(header=True, framed=True))
         except Exception:  # a value the codec cannot write: fall back to a raw mutation
@@ -587,7 +599,7 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
         recorded_frames = record_client_frames(proxy, "corpus")
     recorded_apis = {frame.api_key for frame in recorded_frames}
     assert recorded_apis >= GROUP_APIS, f"no seed for API keys {GROUP_APIS - recorded_apis}"
-    corpus = [frame.data for frame in first_of_each_kind(recorded_frames)]
+    corpus = [frame.data for frame in first_of_each_kind(recorded_frames + inter_broker_frames())]
     (tmp_path / "corpus").write_bytes(b"".join(_framed(frame) for frame in corpus))
     Mutator(corpus)  # fails here, not in the fuzzer's process, if no frame decodes
 
@@ -603,6 +615,10 @@ def test_a_hundred_thousand_mutated_frames_leave_the_broker_serving_and_every_re
     kept = produce_acked(cluster, "kept", 3, 300)
     assert read_back(cluster, "kept", 3) == kept
     bound = cluster.listener(0).bound[0]
+    # A node of a multi-process cluster decodes the inter-broker APIs too; it runs no controller
+    # and takes no pushed metadata, so those answer NOT_CONTROLLER and INVALID_REQUEST.
+    cluster.broker(0).inter_broker_enabled = True
+    assert cluster.controller.image().controller_epoch > 0
 
     def delivered() -> int:
         meter = cluster.metric(0, "socket-server-metrics", "request-rate", listener="PLAINTEXT")

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 from tierlog.client import Admin, NewTopic
@@ -378,3 +379,16 @@ def test_stop_replica_stops_hosting_the_partition(inter_broker: EmbeddedCluster)
         p.StopReplicaPartitionError("replicated", 1, NONE),
     )
     assert inter_broker.broker(follower).partition(tp) is None
+
+
+def test_a_null_inside_a_tagged_field_closes_the_connection(
+    inter_broker: EmbeddedCluster,
+) -> None:
+    request = update_metadata_request(inter_broker.controller.image(), {})
+    message = _wire(
+        6, 8, attrs.evolve(request, broker_configs=[p.UpdateMetadataBrokerConfigs("", [])])
+    )
+    message.broker_configs[0].configs = None
+    with RawClient.to(inter_broker, 1) as client, pytest.raises(ConnectionError, match="closed"):
+        client.call(message, 8)
+    assert _call(inter_broker, 1, _wire(6, 8, request), 8).error_code == INVALID_REQUEST

@@ -5,6 +5,7 @@ timeouts, and brokers that go away or break their connections."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import (
     BrokerNotAvailableError,
+    NetworkError,
     RequestTimedOutError,
     UnsupportedVersionError,
 )
@@ -24,7 +26,8 @@ from tierlog.model import ZERO_UUID, TopicPartition
 from tierlog.server import protocol as p
 from tierlog.server.update_metadata import image_from_update_metadata, update_metadata_request
 from tierlog.wire.apis import _fetch_response as server_side_fetch_patch
-from tierlog.wire.codec import MESSAGES, to_wire
+from tierlog.wire.apis import api_versions_response
+from tierlog.wire.codec import MESSAGES, encode_response, to_wire
 from tierlog.wire.network_transport import NetworkTransport, fetch_response_from_wire
 
 NONE = 0
@@ -341,3 +344,74 @@ def test_send_internal_appends_to_internal_topics(
     assert refused.responses[0].partition_responses[0].error_code == INVALID_TOPIC_EXCEPTION
     allowed = network.send_internal(leader, _produce("__transaction_state", _batch(b"x")))
     assert allowed.responses[0].partition_responses[0].error_code == NONE
+
+
+def test_an_acks_0_produce_waits_for_no_answer(
+    cluster: EmbeddedCluster, network: NetworkTransport
+) -> None:
+    leader = _leader(cluster)
+    assert network.send(leader, _produce("orders", _batch(b"a"), acks=p.Acks.NONE)) == (
+        p.ProduceResponse(())
+    )
+    latest = p.ListOffsetsRequest(
+        [p.ListOffsetsTopic("orders", [p.ListOffsetsPartition(0, p.OffsetSpec.LATEST)])]
+    )
+    # The same connection carries the next requests: each answer is the next frame. The high
+    # watermark moves once the followers have the record.
+    deadline = time.monotonic() + 10
+    while network.send(leader, latest).topics[0].partitions[0].offset != 1:
+        assert time.monotonic() < deadline, "the acks=0 record never became visible"
+        time.sleep(0.05)
+
+
+def _serve_once(server: socket.socket, answer: Callable[[int, int], bytes]) -> None:
+    """Answers ApiVersions as a broker would, then the next request with ``answer(key,
+    correlation id)``, then hangs up."""
+    connection, _ = server.accept()
+    with connection, connection.makefile("rb") as reader:
+        for _ in range(2):
+            (size,) = struct.unpack(">i", reader.read(4))
+            frame = reader.read(size)
+            key, version, correlation_id = struct.unpack_from(">hhi", frame)
+            if key == 18:
+                connection.sendall(
+                    encode_response(api_versions_response(version), version, correlation_id)
+                )
+            else:
+                connection.sendall(answer(key, correlation_id))
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (
+            lambda key, cid: encode_response(
+                MESSAGES[key][1][12](brokers=[], topics=[], cluster_id="c", controller_id=0),
+                12,
+                cid + 1,
+            ),
+            "correlation id",
+        ),
+        (lambda key, cid: struct.pack(">ii", 8, cid) + b"\xff" * 4, "undecodable"),
+        (lambda key, cid: struct.pack(">i", -5), "of size -5"),
+    ],
+    ids=["wrong-correlation-id", "garbage", "negative-size"],
+)
+def test_a_garbled_answer_drops_the_connection(
+    answer: Callable[[int, int], bytes], problem: str
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        thread = threading.Thread(target=_serve_once, args=(server, answer))
+        thread.start()
+        transport = NetworkTransport(lambda _: ("127.0.0.1", port), lambda: (7,), client_id="t")
+        try:
+            with pytest.raises(NetworkError, match=problem):
+                transport.send(7, p.MetadataRequest(()), timeout_ms=5000)
+            thread.join(5)
+            # Dropped, not pooled: the next request connects again, and nobody listens now.
+            server.close()
+            with pytest.raises(BrokerNotAvailableError, match="cannot connect"):
+                transport.send(7, p.MetadataRequest(()), timeout_ms=5000)
+        finally:
+            transport.close()

@@ -3,8 +3,9 @@
 One list says which topics belong to the system (Kafka's ``Topic.isInternal``); Metadata
 reports them with ``is_internal`` and the remote log manager never tiers them. The runtime
 writes them through its own in-process path (``Transport.send_internal``, which is Kafka's
-``internalTopicsAllowed``). A client may read and describe them; what could break the
-runtime is refused:
+``internalTopicsAllowed``); between the processes of a multi-process cluster that produce
+carries the client id ``__admin_client``, which Kafka's rule (and the listener's) lets write
+them. A client may read and describe them; what could break the runtime is refused:
 
 - Produce: INVALID_TOPIC_EXCEPTION, as Kafka's ``ReplicaManager.appendRecords`` answers when
   internal topics are not allowed ("Cannot append to internal topic").

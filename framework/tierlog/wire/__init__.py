@@ -3,7 +3,9 @@
 ``listener.py`` accepts connections and frames requests, ``codec.py`` decodes and encodes
 them with kafka-python's ``kafka.protocol``, ``apis.py`` maps each API onto the broker's own
 request types, ``endpoints.py`` parses ``listeners`` and keeps what each broker advertises, and
-``metrics.py`` counts requests and connections as Kafka does.
+``metrics.py`` counts requests and connections as Kafka does. Between the brokers of a
+multi-process cluster, ``inter_broker_apis.py`` serves the controller's and the brokers' own
+APIs, and ``network_transport.py`` sends the broker's request types to another broker.
 """
 
 import warnings

@@ -200,10 +200,10 @@ def _check_nulls(message: Any, version: int, path: str) -> None:
     """Kafka refuses a null where the schema allows none (``non-nullable field ... was
     serialized as null``); the codec reads one as None, which no handler expects."""
     message_class: Any = type(message)
-    for name, nullable, nested, is_array in _null_rules(message_class, version):
+    for name, nullable, nested, is_array, tagged in _null_rules(message_class, version):
         value = getattr(message, name)
         if value is None:
-            if not nullable:
+            if not nullable and not tagged:
                 raise FrameError(f"non-nullable field {path}.{name} is null (v{version})")
         elif nested and is_array:
             for item in value:
@@ -213,21 +213,21 @@ def _check_nulls(message: Any, version: int, path: str) -> None:
 
 
 @cache
-def _null_rules(message_class: Any, version: int) -> tuple[tuple[str, bool, bool, bool], ...]:
-    """(name, nullable, is a struct, is an array) of each field at ``version`` that has a null
-    on the wire: strings, bytes, arrays and structs (the codec reads the all-zero uuid as
-    None too, but that is a value, not a null). Tagged fields may be absent, and then hold
-    their default."""
+def _null_rules(message_class: Any, version: int) -> tuple[tuple[str, bool, bool, bool, bool], ...]:
+    """(name, nullable, is a struct, is an array, is tagged) of each field at ``version`` that
+    has a null on the wire: strings, bytes, arrays and structs (the codec reads the all-zero
+    uuid as None too, but that is a value, not a null). A tagged field may be absent, and then
+    holds its default, null or not; one that is present is checked within like any other."""
     return tuple(
         (
             field.name,
             bool(field.nullable_for_version_q(version)),
             bool(field.is_struct() or field.is_struct_array()),
             bool(field.is_array()),
+            bool(field.tagged_field_q(version)),
         )
         for field in message_class._struct._fields
         if field.for_version_q(version)
-        and not field.tagged_field_q(version)
         and (field.is_array() or field.is_struct() or field.type_str in _NULLABLE_KINDS)
     )
 
