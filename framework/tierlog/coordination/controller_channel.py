@@ -117,6 +117,10 @@ class ControllerChannel:
             self._local = controller
             self._changed.notify_all()
 
+    def set_broker_epoch(self, epoch: int) -> None:
+        log.info("broker %d registered again, with broker epoch %d", self.broker_id, epoch)
+        self.broker_epoch = epoch
+
     @property
     def local_controller(self) -> Controller | None:
         return self._local

@@ -134,8 +134,11 @@ class ClusterNode:
         self._registration = BrokerRegistration(
             self._zk, self.broker_id, [str(e) for e in listener.advertised]
         )
-        assert self.channel is not None
-        self.channel.registration = self._registration
+        channel = self.channel
+        assert channel is not None
+        channel.registration = self._registration
+        # After a session expiry the broker registers again: requests carry the new epoch.
+        self._registration.on_reregistered.append(channel.set_broker_epoch)
 
     def _on_controller_change(self, controller: Controller | None) -> None:
         if self.channel is not None:

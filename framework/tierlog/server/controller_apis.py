@@ -11,17 +11,40 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ..errors import NotControllerError, TierlogError, UnknownTopicIdError, error_code_of
+from ..errors import (
+    NotControllerError,
+    StaleBrokerEpochError,
+    TierlogError,
+    UnknownTopicIdError,
+    error_code_of,
+)
 from ..model import TopicPartition
 from . import protocol as p
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .controller import Controller
 
 log = logging.getLogger(__name__)
 
 _NOT_CONTROLLER = NotControllerError.code or 41
 _UNKNOWN_TOPIC_ID = UnknownTopicIdError.code or 100
+_STALE_BROKER_EPOCH = StaleBrokerEpochError.code or 77
+
+
+def _stale(controller: Controller, broker_id: int, broker_epoch: int) -> bool:
+    """A request from an earlier life of ``broker_id`` (KAFKA-7235): its epoch is not the one
+    the broker registered with now. -1 (unknown to the sender or the controller) passes."""
+    registered = controller.live_broker_epochs().get(broker_id, -1)
+    stale = broker_epoch != -1 and registered != -1 and broker_epoch != registered
+    if stale:
+        log.info(
+            "refusing a request of broker %d from epoch %d (registered: %d)",
+            broker_id,
+            broker_epoch,
+            registered,
+        )
+    return stale
 
 
 def alter_partition(broker: Broker, request: p.AlterPartitionRequest) -> p.AlterPartitionResponse:
@@ -30,6 +53,8 @@ def alter_partition(broker: Broker, request: p.AlterPartitionRequest) -> p.Alter
     controller = broker.active_controller
     if controller is None:
         return p.AlterPartitionResponse(error_code=_NOT_CONTROLLER)
+    if _stale(controller, request.broker_id, request.broker_epoch):
+        return p.AlterPartitionResponse(error_code=_STALE_BROKER_EPOCH)
     image = controller.image()
     topics = []
     for topic in request.topics:
@@ -77,6 +102,8 @@ def allocate_producer_ids(
     controller = broker.active_controller
     if controller is None:
         return p.AllocateProducerIdsResponse(error_code=_NOT_CONTROLLER)
+    if _stale(controller, request.broker_id, request.broker_epoch):
+        return p.AllocateProducerIdsResponse(error_code=_STALE_BROKER_EPOCH)
     try:
         block = controller.allocate_producer_ids(request.broker_id)
     except TierlogError as err:
@@ -94,6 +121,8 @@ def controlled_shutdown(
     controller = broker.active_controller
     if controller is None:
         return p.ControlledShutdownResponse(error_code=_NOT_CONTROLLER)
+    if _stale(controller, request.broker_id, request.broker_epoch):
+        return p.ControlledShutdownResponse(error_code=_STALE_BROKER_EPOCH)
     try:
         controller.unregister_broker(request.broker_id)
     except TierlogError as err:
