@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -154,8 +154,9 @@ def _run_node(ctx: click.Context, config: BrokerConfig) -> None:
     try:
         node.start()
         assert node.broker is not None and node.channel is not None
-        registries = {str(node.broker_id): node.broker.plugin_host.metrics}  # type: ignore[union-attr]
-        with _serve_metrics(registries, _metrics_port(config)) as metrics:
+        assert node.broker.plugin_host is not None
+        registries = {str(node.broker_id): node.broker.plugin_host.metrics}
+        with _serve_metrics(lambda: registries, _metrics_port(config)) as metrics:
             click.echo(f"tierlog: bootstrap servers {node.bootstrap_servers}", err=True)
             if metrics is not None:
                 click.echo(
@@ -185,13 +186,15 @@ def _run_node(ctx: click.Context, config: BrokerConfig) -> None:
 
 @contextmanager
 def _serve_metrics(
-    registries: dict[str, MetricsRegistry], port: int | None
+    registries: Callable[[], dict[str, MetricsRegistry]], port: int | None
 ) -> Iterator[PrometheusServer | None]:
+    """The registries' metrics at ``/metrics`` on 127.0.0.1:``port``, each series labelled
+    with its broker's id (None: not served)."""
     if port is None:
         yield None
         return
     try:
-        server = serve_collector(LabelledRegistriesCollector(lambda: registries), port)
+        server = serve_collector(LabelledRegistriesCollector(registries), port)
     except OSError as err:
         raise OSError(err.errno, f"cannot serve metrics on 127.0.0.1:{port}: {err}") from None
     with server:
@@ -207,9 +210,6 @@ def _metrics_port(config: BrokerConfig) -> int | None:
 def _prometheus(cluster: EmbeddedCluster, port: int | None) -> Iterator[PrometheusServer | None]:
     """Every running broker's metrics at ``/metrics`` on 127.0.0.1:``port`` (None: not served),
     labelled ``broker``; stopped before the brokers are."""
-    if port is None:
-        yield None
-        return
 
     def registries() -> dict[str, MetricsRegistry]:
         found = {}
@@ -219,11 +219,7 @@ def _prometheus(cluster: EmbeddedCluster, port: int | None) -> Iterator[Promethe
                 found[str(broker_id)] = host.metrics
         return found
 
-    try:
-        server = serve_collector(LabelledRegistriesCollector(registries), port)
-    except OSError as err:
-        raise OSError(err.errno, f"cannot serve metrics on 127.0.0.1:{port}: {err}") from None
-    with server:
+    with _serve_metrics(registries, port) as server:
         yield server
 
 
