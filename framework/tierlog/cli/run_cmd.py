@@ -103,23 +103,14 @@ def run_command(
         return
     if data_dir is None:
         data_dir = Path(config.get_list("log.dirs")[0])
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with _stop_signals() as stop, _failures(ctx):
         with (
             EmbeddedCluster(brokers, data_dir, raw, listen=listen) as cluster,
             _prometheus(cluster, _metrics_port(config)) as metrics,
         ):
             if listen:
                 click.echo(f"tierlog: bootstrap servers {cluster.bootstrap_servers}", err=True)
-            if metrics is not None:
-                url = f"http://{metrics.host}:{metrics.port}/metrics"
-                click.echo(f"tierlog: metrics at {url}", err=True)
+            _echo_metrics(metrics)
             click.echo(
                 f"tierlog: {brokers} broker(s) serving, cluster id "
                 f"{cluster.controller.cluster_id}, data in {data_dir}",
@@ -129,59 +120,64 @@ def run_command(
                 pass
             click.echo("tierlog: shutting down", err=True)
         click.echo("tierlog: stopped", err=True)
-    except TierlogError as err:
-        _fail(ctx, str(err))
-    except OSError as err:
-        # A bind failure carries its whole story in strerror; a file error needs its filename.
-        _fail(ctx, err.strerror if err.strerror and err.filename is None else str(err))
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _run_node(ctx: click.Context, config: BrokerConfig) -> None:
     """One broker of a multi-process cluster; SIGTERM is a controlled shutdown."""
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        stop.set()
-
     from ..coordination.node import ClusterNode  # only a multi-process broker needs ZooKeeper
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     node = ClusterNode(config)
-    try:
-        node.start()
-        assert node.broker is not None and node.channel is not None
-        assert node.broker.plugin_host is not None
+    with _stop_signals() as stop, _failures(ctx), node:
+        assert node.broker is not None and node.broker.plugin_host is not None
         registries = {str(node.broker_id): node.broker.plugin_host.metrics}
         with _serve_metrics(lambda: registries, _metrics_port(config)) as metrics:
             click.echo(f"tierlog: bootstrap servers {node.bootstrap_servers}", err=True)
-            if metrics is not None:
-                click.echo(
-                    f"tierlog: metrics at http://{metrics.host}:{metrics.port}/metrics", err=True
-                )
+            _echo_metrics(metrics)
+            cluster_id = node.channel.cluster_id if node.channel is not None else ""
             click.echo(
                 f"tierlog: broker {node.broker_id} serving, cluster id "
-                f"{node.channel.cluster_id or '(not known yet)'}, zookeeper "
+                f"{cluster_id or '(not known yet)'}, zookeeper "
                 f"{config.get_str('zookeeper.connect')}",
                 err=True,
             )
             while not stop.wait(0.2):
                 pass
             click.echo("tierlog: controlled shutdown", err=True)
-        node.stop()
-        click.echo("tierlog: stopped", err=True)
-    except TierlogError as err:
-        node.stop()
-        _fail(ctx, str(err))
-    except OSError as err:
-        node.stop()
-        _fail(ctx, err.strerror if err.strerror and err.filename is None else str(err))
+    click.echo("tierlog: stopped", err=True)
+
+
+@contextmanager
+def _stop_signals() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM while the block runs; the old handlers come back."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def _failures(ctx: click.Context) -> Iterator[None]:
+    """A tierlog error or an OS error (a port in use, a directory held) as one line, exit 2."""
+    try:
+        yield
+    except TierlogError as err:
+        _fail(ctx, str(err))
+    except OSError as err:
+        # A bind failure carries its whole story in strerror; a file error needs its filename.
+        _fail(ctx, err.strerror if err.strerror and err.filename is None else str(err))
+
+
+def _echo_metrics(metrics: PrometheusServer | None) -> None:
+    if metrics is not None:
+        click.echo(f"tierlog: metrics at http://{metrics.host}:{metrics.port}/metrics", err=True)
 
 
 @contextmanager

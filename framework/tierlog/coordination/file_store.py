@@ -19,18 +19,10 @@ from ..log.checkpoint import write_atomically
 from ..model import Uuid
 from ..server.image import TopicImage
 from ..server.producer_ids import MAX_PRODUCER_ID
-from .store import ClusterState, MetadataStore, check_cluster_id
+from .store import ClusterState, MetadataStore, check_cluster_id, unreadable_reason
 
 METADATA_FILE = "cluster-metadata.json"
 _FORMAT_VERSION = 1
-
-
-def _reason(err: BaseException) -> str:
-    if isinstance(err, KeyError):
-        return f"missing {err}"
-    if isinstance(err, RecursionError):
-        return "nested too deep"
-    return str(err) or type(err).__name__
 
 
 class FileMetadataStore(MetadataStore):
@@ -90,7 +82,7 @@ class FileMetadataStore(MetadataStore):
             version = data.get("version")
         except (ValueError, RecursionError, AttributeError) as err:
             raise KafkaStorageError(
-                f"{self.path} is not valid cluster metadata: {_reason(err)}"
+                f"{self.path} is not valid cluster metadata: {unreadable_reason(err)}"
             ) from None
         if version != _FORMAT_VERSION:
             raise KafkaStorageError(f"{self.path}: unknown metadata format {version}")
@@ -98,7 +90,7 @@ class FileMetadataStore(MetadataStore):
             return _state_from_json(data)
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
             raise KafkaStorageError(
-                f"{self.path} is not valid cluster metadata: {_reason(err)}"
+                f"{self.path} is not valid cluster metadata: {unreadable_reason(err)}"
             ) from None
 
     def _write(self, state: ClusterState) -> None:

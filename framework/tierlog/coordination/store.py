@@ -78,6 +78,15 @@ class ControllerMovedError(NotControllerError):
     """
 
 
+def unreadable_reason(err: BaseException) -> str:
+    """Why stored metadata could not be read, in words for the error that names where."""
+    if isinstance(err, KeyError):
+        return f"missing {err}"
+    if isinstance(err, RecursionError):
+        return "nested too deep"
+    return str(err) or type(err).__name__
+
+
 def check_cluster_id(configured: str | None, stored: str, where: str) -> None:
     """Refuses data that belongs to another cluster than the configured ``cluster.id``."""
     if configured and configured != stored:

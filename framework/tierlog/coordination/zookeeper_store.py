@@ -77,7 +77,13 @@ from .paths import (
     topic_config_path,
     topic_path,
 )
-from .store import ClusterState, ControllerMovedError, MetadataStore, check_cluster_id
+from .store import (
+    ClusterState,
+    ControllerMovedError,
+    MetadataStore,
+    check_cluster_id,
+    unreadable_reason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -220,14 +226,6 @@ def _producer_id_block_from_json(raw: bytes) -> int:
     if not 0 <= next_producer_id <= MAX_PRODUCER_ID + 1:
         raise ValueError(f"next_producer_id {next_producer_id} is out of range")
     return next_producer_id
-
-
-def _reason(err: BaseException) -> str:
-    if isinstance(err, KeyError):
-        return f"missing {err}"
-    if isinstance(err, RecursionError):
-        return "nested too deep"
-    return str(err) or type(err).__name__
 
 
 # --- writes -------------------------------------------------------------------------------------
@@ -748,7 +746,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as err:
             raise KafkaStorageError(
                 f"znode {self._client.chroot or ''}{path} in {self.where} is not valid "
-                f"cluster metadata: {_reason(err)}"
+                f"cluster metadata: {unreadable_reason(err)}"
             ) from None
 
     def _retrying(self, action: Callable[[], T]) -> T:
