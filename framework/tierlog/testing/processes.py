@@ -164,11 +164,20 @@ class BrokerProcess:
 
     def terminate(self, timeout_s: float = 60.0) -> int:
         """SIGTERM, a controlled shutdown; returns the exit status (killed after ``timeout_s``)."""
+        self.send_terminate()
+        return self.wait_stopped(timeout_s)
+
+    def send_terminate(self) -> None:
+        """SIGTERM without waiting (a second one would cut the controlled shutdown short)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.terminate()
+
+    def wait_stopped(self, timeout_s: float = 60.0) -> int:
+        """The exit status once the process ends; killed (and an error) after ``timeout_s``."""
         if self.process is None:
             return 0
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.terminate()
             try:
                 self.process.wait(timeout_s)
             except subprocess.TimeoutExpired:
@@ -276,15 +285,12 @@ class ProcessCluster:
     def stop(self, timeout_s: float = 60.0) -> dict[int, int]:
         """SIGTERM to every broker at once; their exit statuses. Anything left is killed."""
         for broker in self.brokers.values():
-            if broker.running:
-                broker.resume()
-                assert broker.process is not None
-                broker.process.terminate()
+            broker.send_terminate()
         codes: dict[int, int] = {}
         errors: list[BrokerProcessError] = []
         for broker_id, broker in self.brokers.items():
             try:
-                codes[broker_id] = broker.terminate(timeout_s)
+                codes[broker_id] = broker.wait_stopped(timeout_s)
             except BrokerProcessError as err:
                 errors.append(err)
         self._close_zk()

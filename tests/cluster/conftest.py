@@ -1,0 +1,63 @@
+"""Multi-process clusters: a real ZooKeeper ensemble and one ``tierlog run`` process per broker.
+
+Every test gets its own ensemble and brokers on free ports of 127.0.0.1 and stops them itself;
+the brokers tier through the fsspec plugin to a local bucket directory of the test's own.
+Without Java or ZooKeeper these tests skip, and in CI they fail (see ``require_zookeeper``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tierlog.coordination.zookeeper_server import ZooKeeperEnsemble
+from tierlog.testing.processes import ProcessCluster
+
+from tests.coordination.conftest import started_ensemble
+
+#: Short enough that a crash is noticed quickly, long enough for a busy 2-core machine.
+SESSION_TIMEOUT_MS = 6000
+
+
+@pytest.fixture
+def ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    """Three ZooKeeper nodes of the test's own (it may kill one)."""
+    zk = started_ensemble(tmp_path / "zookeeper", 3)
+    try:
+        yield zk
+    finally:
+        zk.stop()
+
+
+@pytest.fixture
+def bucket(tmp_path: Path) -> Path:
+    path = tmp_path / "bucket"
+    path.mkdir()
+    return path
+
+
+def tiered_settings(bucket: Path) -> dict[str, object]:
+    """Tiering on through the fsspec plugin, with tasks quick enough for a test to watch."""
+    return {
+        "remote.log.storage.system.enable": True,
+        "remote.log.storage.manager.name": "fsspec",
+        "rsm.config.url": bucket.as_uri(),
+        "remote.log.manager.task.interval.ms": 500,
+        "offsets.topic.num.partitions": 3,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": 3,
+        "replica.lag.time.max.ms": 4000,
+    }
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, ensemble: ZooKeeperEnsemble, bucket: Path) -> Iterator[ProcessCluster]:
+    """Three tiered brokers, one process each, serving."""
+    with ProcessCluster(
+        tmp_path / "brokers",
+        ensemble.connect_string,
+        3,
+        settings=tiered_settings(bucket),
+        session_timeout_ms=SESSION_TIMEOUT_MS,
+    ) as running:
+        yield running
