@@ -29,6 +29,7 @@ from .metrics import MetricName, MetricsRegistry, MetricValue
 from .metrics.name import TagValue
 from .server.broker import Broker, BrokerState
 from .server.controller import Controller
+from .server.leader_balance import LeaderBalancer, leader_balancer
 from .server.transport import InProcessTransport
 from .wire import EndpointDirectory, WireListener
 
@@ -61,6 +62,7 @@ class EmbeddedCluster:
         self._brokers: dict[int, Broker] = {}
         self._controller: Controller | None = None
         self._controller_lock: DirectoryLock | None = None
+        self._balancer: LeaderBalancer | None = None
         self.listen = listen
         #: What each listening broker advertises; Metadata answers from it.
         self.endpoints = EndpointDirectory()
@@ -161,6 +163,12 @@ class EmbeddedCluster:
                     self.transport,
                     self.broker_ids,
                 )
+                controller = self._controller
+                self._balancer = leader_balancer(
+                    self._base_config, controller.image, controller.elect_leaders
+                )
+                if self._balancer is not None:
+                    self._balancer.start()
             for broker_id in self.broker_ids:
                 self.start_broker(broker_id)
         except BaseException:
@@ -170,6 +178,9 @@ class EmbeddedCluster:
     def stop(self) -> None:
         """Stops every broker cleanly, highest id first, then unlocks the controller's directory."""
         errors: list[BaseException] = []
+        balancer, self._balancer = self._balancer, None
+        if balancer is not None:
+            balancer.stop()
         try:
             for broker_id in sorted(self._brokers, reverse=True):
                 try:

@@ -190,6 +190,28 @@ _GENERAL_KEYS: Final = (
         doc="Let an out-of-sync replica become leader when no in-sync one is left (loses data).",
     ),
     ConfigKey(
+        "auto.leader.rebalance.enable",
+        BOOLEAN,
+        True,
+        doc="Let the controller hand leadership back to each partition's preferred replica "
+        "(the first of its assignment) when a broker leads too few of its own.",
+    ),
+    ConfigKey(
+        "leader.imbalance.check.interval.seconds",
+        LONG,
+        300,
+        validator=at_least(1),
+        doc="How often the controller checks the leader imbalance.",
+    ),
+    ConfigKey(
+        "leader.imbalance.per.broker.percentage",
+        INT,
+        10,
+        validator=between(0, 100),
+        doc="Share (percent) of a broker's preferred partitions it may not lead before the "
+        "controller elects it again.",
+    ),
+    ConfigKey(
         "auto.create.topics.enable",
         BOOLEAN,
         True,

@@ -28,6 +28,7 @@ from ..config import BrokerConfig
 from ..errors import NotControllerError, TierlogError
 from ..server.controller import Controller
 from ..server.image import ClusterImage
+from ..server.leader_balance import LeaderBalancer, leader_balancer
 from ..server.transport import Transport
 from ..server.update_metadata import update_metadata_request
 from . import paths
@@ -66,6 +67,7 @@ class ControllerRole:
         self._controller: Controller | None = None
         self._store: ZooKeeperMetadataStore | None = None
         self._queues: ControllerRequestQueues | None = None
+        self._balancer: LeaderBalancer | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._registered: dict[int, BrokerInfo] = {}
         self._thread = threading.Thread(
@@ -196,6 +198,9 @@ class ControllerRole:
         self._unsubscribe = controller.subscribe(self._push)
         self._on_change(controller)
         self._sync_brokers(takeover=True)
+        self._balancer = leader_balancer(self.config, controller.image, controller.elect_leaders)
+        if self._balancer is not None:
+            self._balancer.start()
 
     def _sync_brokers(self, *, takeover: bool = False) -> None:
         """Brings the controller's live set in line with the registrations (a new broker epoch
@@ -243,6 +248,9 @@ class ControllerRole:
         if controller is None:
             return
         log.warning("broker %d: giving up the controller role: %s", self.broker_id, why)
+        if self._balancer is not None:
+            self._balancer.stop()
+            self._balancer = None
         self._controller = self._store = self._queues = None
         if self._unsubscribe is not None:
             self._unsubscribe()
