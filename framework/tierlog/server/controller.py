@@ -34,11 +34,9 @@ from ..errors import (
     ElectionNotNeededError,
     FencedLeaderEpochError,
     InvalidConfigError,
-    InvalidReplicaAssignmentError,
     InvalidRequestError,
     InvalidTopicError,
     InvalidUpdateVersionError,
-    NoReassignmentInProgressError,
     NotLeaderOrFollowerError,
     TierlogError,
     TopicExistsError,
@@ -47,6 +45,7 @@ from ..errors import (
 )
 from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
+from . import reassignment
 from .configs import wire_value
 from .image import ClusterImage, PartitionRegistration, TopicImage
 from .internal_topics import check_client_delete
@@ -867,13 +866,9 @@ class Controller:
             for tp in wanted:
                 topic = self._topics.get(tp.topic)
                 reg = None if topic is None else topic.partition(tp.partition)
-                if reg is None or not reg.reassigning:
-                    continue
-                ongoing.setdefault(tp.topic, []).append(
-                    p.OngoingPartitionReassignment(
-                        tp.partition, reg.replicas, reg.adding_replicas, reg.removing_replicas
-                    )
-                )
+                moving = reassignment.ongoing(reg, tp.partition)
+                if moving is not None:
+                    ongoing.setdefault(tp.topic, []).append(moving)
         return p.ListPartitionReassignmentsResponse(
             [p.OngoingTopicReassignment(name, parts) for name, parts in ongoing.items()]
         )
@@ -899,37 +894,12 @@ class Controller:
         self._topics[tp.topic] = attrs.evolve(topic, partitions=tuple(partitions))
 
     def _start_reassignment(self, tp: TopicPartition, target: tuple[int, ...]) -> bool:
-        """Records the move of ``tp`` to ``target``; returns whether anything changed.
-
-        The replicas are then the target followed by the current replicas not in it; a
-        reassignment already under way counts with all its replicas as the current ones, so the
-        new target replaces it.
-        """
+        """Records the move of ``tp`` to ``target``; returns whether anything changed."""
         reg = self._registration(tp)
-        if not target:
-            raise InvalidReplicaAssignmentError(f"{tp}: the target replica list is empty")
-        if len(set(target)) != len(target):
-            raise InvalidReplicaAssignmentError(f"{tp}: {list(target)} lists a broker twice")
-        unknown = [b for b in target if b not in self._all_brokers]
-        if unknown:
-            raise InvalidReplicaAssignmentError(
-                f"{tp}: brokers {unknown} are not in the cluster (brokers: "
-                f"{list(self._all_brokers)})"
-            )
-        if target == reg.replicas and not reg.reassigning:
+        moving = reassignment.started(tp, reg, target, self._all_brokers)
+        if moving is None:
             return False
-        adding = tuple(b for b in target if b not in reg.replicas)
-        removing = tuple(b for b in reg.replicas if b not in target)
-        self._store(
-            tp,
-            attrs.evolve(
-                reg,
-                replicas=(*target, *removing),
-                adding_replicas=adding,
-                removing_replicas=removing,
-                partition_epoch=reg.partition_epoch + 1,
-            ),
-        )
+        self._store(tp, moving)
         log.info("%s: reassigning %s -> %s", tp, reg.replicas, list(target))
         return True
 
@@ -937,17 +907,9 @@ class Controller:
         """Goes back to the replicas from before the reassignment; returns the replicas that
         were being added, to stop."""
         reg = self._registration(tp)
-        if not reg.reassigning:
-            raise NoReassignmentInProgressError(f"{tp}: no reassignment is in progress")
-        original = tuple(b for b in reg.replicas if b not in reg.adding_replicas)
-        isr = tuple(b for b in reg.isr if b in original)
-        if not isr:
-            raise InvalidReplicaAssignmentError(
-                f"{tp}: only added replicas {list(reg.isr)} are in sync; cancelling would "
-                "leave no in-sync replica (reassign to them instead)"
-            )
-        self._settle(tp, reg, original, isr)
-        log.info("%s: reassignment cancelled, back on %s", tp, list(original))
+        back = reassignment.cancelled(tp, reg, self._live)
+        self._store(tp, back)
+        log.info("%s: reassignment cancelled, back on %s", tp, list(back.replicas))
         return reg.adding_replicas
 
     def _complete_reassignments(
@@ -966,39 +928,13 @@ class Controller:
         for tp in partitions:
             topic = self._topics.get(tp.topic)
             reg = None if topic is None else topic.partition(tp.partition)
-            if reg is None or not reg.reassigning:
+            done = None if reg is None else reassignment.completed(reg, self._live)
+            if reg is None or done is None:
                 continue
-            target = reg.target_replicas
-            if not set(target) <= set(reg.isr):
-                continue
-            self._settle(tp, reg, target, tuple(b for b in reg.isr if b in target))
-            log.info("%s: reassignment to %s completed", tp, list(target))
+            self._store(tp, done)
+            log.info("%s: reassignment to %s completed", tp, list(done.replicas))
             removed[tp] = reg.removing_replicas
         return removed
-
-    def _settle(
-        self,
-        tp: TopicPartition,
-        reg: PartitionRegistration,
-        replicas: tuple[int, ...],
-        isr: tuple[int, ...],
-    ) -> None:
-        """Ends a reassignment on ``replicas``; a leader not among them hands over to the first
-        live in-sync one, with a new leader epoch."""
-        leader, leader_epoch = reg.leader, reg.leader_epoch
-        if leader not in replicas:
-            leader = next((b for b in replicas if b in isr and b in self._live), p.NO_LEADER)
-            leader_epoch += 1
-        self._store(
-            tp,
-            PartitionRegistration(
-                replicas=replicas,
-                isr=isr,
-                leader=leader,
-                leader_epoch=leader_epoch,
-                partition_epoch=reg.partition_epoch + 1,
-            ),
-        )
 
     def _stop_removed_replicas(self, removed: Mapping[TopicPartition, tuple[int, ...]]) -> None:
         """Queues StopReplica (delete) for the replicas a reassignment left behind. Only their

@@ -28,6 +28,7 @@ from .image import ClusterImage
 
 log = logging.getLogger(__name__)
 
+
 def imbalance(image: ClusterImage) -> dict[int, tuple[int, list[TopicPartition]]]:
     """Per preferred broker: how many partitions prefer it, and those it does not lead."""
     preferred: dict[int, int] = defaultdict(int)
