@@ -25,8 +25,9 @@ def test_one_holder_at_a_time_and_the_slot_is_free_again_on_release(tmp_path: Pa
     assert CopySlot.acquire(tmp_path, 0.1) is None
     first.release()
     first.release()
-    with CopySlot.try_acquire(tmp_path) as again:
-        assert again is not None and again.held
+    again = CopySlot.try_acquire(tmp_path)
+    assert again is not None and again.held
+    again.release()
 
 
 def test_a_killed_holder_leaves_the_slot_free(tmp_path: Path) -> None:
@@ -41,8 +42,9 @@ def test_a_killed_holder_leaves_the_slot_free(tmp_path: Path) -> None:
         holder.wait()
         if holder.stdout is not None:
             holder.stdout.close()
-    with CopySlot.try_acquire(tmp_path) as slot:
-        assert slot is not None
+    slot = CopySlot.try_acquire(tmp_path)
+    assert slot is not None
+    slot.release()
 
 
 def test_the_hand_back_note_says_how_far_the_metadata_must_show_tiering(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.one_reader
 
 pytest.importorskip("tierlog_fsspec")
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+kafka_admin = pytest.importorskip("confluent_kafka.admin")
 
 TOPIC = "backlog"
 TP = TopicPartition(TOPIC, 0)
@@ -57,8 +57,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
     try:
         with ProcessCluster(root / "brokers", zk.connect_string, 2, settings=settings) as running:
             running.bucket = bucket  # type: ignore[attr-defined]
-            admin = AdminClient({"bootstrap.servers": running.bootstrap_servers()})
-            topic = NewTopic(
+            admin = kafka_admin.AdminClient({"bootstrap.servers": running.bootstrap_servers()})
+            topic = kafka_admin.NewTopic(
                 TOPIC, 1, 2, config={"segment.bytes": "1024", "remote.storage.enable": "true"}
             )
             admin.create_topics([topic])[TOPIC].result(30)
@@ -66,6 +66,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
             yield running
     finally:
         zk.stop()
+
+
+def _held_slot(directory: Path) -> CopySlot:
+    """The slot, held by this process as another job would hold it."""
+    slot = CopySlot.try_acquire(directory)
+    assert slot is not None
+    return slot
 
 
 def _produce(cluster: ProcessCluster, count: int, start: int = 0) -> None:
@@ -122,8 +129,7 @@ def test_the_job_refuses_a_partition_whose_slot_another_process_holds(
     _produce(cluster, 120)
     lead = cluster.leader(TOPIC, 0)
     config = cluster.broker(lead).config_path
-    with CopySlot.try_acquire(_partition_dir(cluster, lead)) as held:
-        assert held is not None
+    with _held_slot(_partition_dir(cluster, lead)):
         with pytest.raises(TierError, match=r"backlog-0: its copy slot .* is held by another"):
             tier_attached(spark, config, [TOPIC], slot_timeout_s=0.5)
         args = ["tier", "--config", str(config), "--topics", TOPIC, "--ready-timeout-ms", "500"]
@@ -166,8 +172,7 @@ def test_the_job_tiers_the_backlog_once_and_the_next_leader_goes_on_from_there(
     caplog.set_level(logging.INFO, logger="tierlog_spark.attached")
     _produce(cluster, 80, start=120)
     outcome: list[TierResult | BaseException] = []
-    with CopySlot.try_acquire(_partition_dir(cluster, lead)) as held:
-        assert held is not None
+    with _held_slot(_partition_dir(cluster, lead)):
 
         def run() -> None:
             try:
