@@ -250,7 +250,8 @@ spark_group.add_command(verify_command)
     type=click.IntRange(min=0),
     default=120_000,
     show_default=True,
-    help="How long to wait for the brokers to lead every partition with metadata ready.",
+    help="How long to wait for the brokers to lead every partition with metadata ready "
+    "(attached to a cluster: for each partition's copy slot).",
 )
 @MASTER_OPTION
 def tier_command(
@@ -263,24 +264,36 @@ def tier_command(
 ) -> None:
     """Tier every eligible rolled segment of the topics in parallel, then stop.
 
-    The job runs inside the runtime: this starts the embedded cluster as 'tierlog run' does
-    (so run it instead of, not beside, 'tierlog run' on the same data), tiers the backlog with
-    the copy task's protocol, and shuts the cluster down cleanly. Exits with 1 when a partition
-    could not be tiered in full.
+    With a cluster node's config (one with zookeeper.connect), the job attaches to the running
+    cluster: run it on that broker's machine, with read access to its log dirs; it tiers the
+    partitions that broker leads while the broker keeps running. Otherwise the job runs inside
+    the runtime: this starts the embedded cluster as 'tierlog run' does (so run it instead of,
+    not beside, 'tierlog run' on the same data) and shuts it down cleanly afterwards. Exits
+    with 1 when a partition could not be tiered in full.
     """
     from tierlog.cluster import EmbeddedCluster
     from tierlog.config import BrokerConfig, load_sources
 
-    from .tier import tier, wait_ready
+    from .tier import TierError, tier, tier_attached, wait_ready
 
     names = _names(topics)
     raw = load_sources(config_file, os.environ)
-    if data_dir is None:
-        data_dir = Path(BrokerConfig.from_sources(config_file).get_list("log.dirs")[0])
-    with EmbeddedCluster(brokers, data_dir, raw) as cluster:
-        wait_ready(cluster, names, ready_timeout_ms / 1000)
+    config = BrokerConfig.from_mapping(raw)
+    if config.get_str("zookeeper.connect"):
         with _spark(master, "tierlog-spark-tier") as spark:
-            result = tier(spark, [cluster.broker(n) for n in cluster.broker_ids], names)
+            try:
+                result = tier_attached(
+                    spark, config_file, names, slot_timeout_s=ready_timeout_ms / 1000
+                )
+            except (TierError, ValueError) as err:
+                raise click.ClickException(str(err)) from err
+    else:
+        if data_dir is None:
+            data_dir = Path(config.get_list("log.dirs")[0])
+        with EmbeddedCluster(brokers, data_dir, raw) as cluster:
+            wait_ready(cluster, names, ready_timeout_ms / 1000)
+            with _spark(master, "tierlog-spark-tier") as spark:
+                result = tier(spark, [cluster.broker(n) for n in cluster.broker_ids], names)
     for tip, segments in sorted(result.tiered.items(), key=lambda item: str(item[0])):
         if segments:
             offsets = f"{segments[0].start_offset}..{segments[-1].end_offset}"

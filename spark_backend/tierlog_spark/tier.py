@@ -14,9 +14,16 @@ partition's tiered offset only moves past a segment once it and every segment be
 finished; the uploads after a failed one are deleted again, as the copy task does with a
 failed upload, so the runtime resumes exactly where the job stopped.
 
-The job runs in the runtime's process (it needs the brokers' logs and their metadata manager):
-``tier(spark, cluster.brokers, ["orders"])``. The copy slot is taken through
-``RemoteLogManager.copy_slot``.
+Two ways to run it. In the runtime's process (an embedded cluster): ``tier(spark,
+cluster.brokers, ["orders"])``, the slot taken through ``RemoteLogManager.copy_slot``. Beside
+one broker of a multi-process cluster, in a process of its own on that broker's machine:
+``tier_attached(spark, "server.properties", ["orders"])`` tiers the partitions that broker
+leads, reading their files from its log dirs, taking each partition's slot as a file lock the
+broker's copy task also takes, and publishing through a metadata manager of its own (see
+``attached``). Out of process, the job also stops on a partition whose leadership changed,
+deleting the uploads it has not finished, so no range is tiered by two leaders; and before
+each FINISHED it notes in the partition's directory how far it tiered, so the broker copies
+again only from what its metadata shows, once that includes the job's uploads.
 """
 
 from __future__ import annotations
@@ -44,10 +51,12 @@ from tierlog.model import (
 )
 from tierlog.remote.copy import candidates, find_highest_remote_offset, now_ms
 
+from .attached import AttachedBroker, AttachedPartition, SlotUnavailableError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["TierError", "TierResult", "tier", "wait_ready"]
+__all__ = ["TierError", "TierResult", "tier", "tier_attached", "wait_ready"]
 
 log = logging.getLogger(__name__)
 
@@ -95,27 +104,77 @@ def tier(
         tips = [tip for tip in rlm.led_partitions() if tip.topic in topics]
         with ExitStack() as slots:
             held = {tip: slots.enter_context(_copy_slot(rlm, tip)) for tip in tips}
-            pending = set(held)
-            while pending:
-                uploads = {}
-                for tip in sorted(pending, key=str):
-                    found = _start(rlm, held[tip], max_segments_per_round)
-                    if found:
-                        uploads[tip] = found
-                if not uploads:
-                    break
-                results = _upload_all(spark, settings, uploads)
-                for tip, round_uploads in uploads.items():
-                    done, error = _finish(rlm, held[tip], round_uploads, results)
-                    tiered.setdefault(tip, []).extend(done)
-                    if error is not None:
-                        failed[tip] = error
-                pending = {
-                    tip
-                    for tip, round_uploads in uploads.items()
-                    if tip not in failed and len(round_uploads) == max_segments_per_round
-                }
+            _tier_held(spark, rlm, settings, held, max_segments_per_round, tiered, failed)
     return TierResult({tip: tuple(done) for tip, done in tiered.items()}, failed)
+
+
+def tier_attached(
+    spark: SparkSession,
+    config_file: str | Path,
+    topics: Sequence[str],
+    *,
+    slot_timeout_s: float = SLOT_TIMEOUT_S,
+    max_segments_per_round: int = 256,
+) -> TierResult:
+    """Tier every eligible rolled segment of ``topics`` on the partitions led by the broker
+    whose config ``config_file`` is, from this process: run it on that broker's machine.
+
+    :raises TierError: a partition's copy slot could not be taken (naming the partition);
+        nothing was tiered then.
+    """
+    tiered: dict[TopicIdPartition, list[RemoteLogSegmentMetadata]] = {}
+    failed: dict[TopicIdPartition, str] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="tierlog-tier-"))
+    try:
+        with AttachedBroker(Path(config_file), scratch) as broker, ExitStack() as slots:
+            parts = broker.led_partitions(topics)
+            held = {}
+            for part in sorted(parts, key=lambda part: str(part.topic_id_partition)):
+                try:
+                    held[part.topic_id_partition] = slots.enter_context(
+                        broker.copy_slot(part, slot_timeout_s)
+                    )
+                except SlotUnavailableError as err:
+                    raise TierError(str(err)) from err
+            _tier_held(spark, broker, broker.settings, held, max_segments_per_round, tiered, failed)
+            for tip, part in held.items():
+                if part.stopped is not None and tip not in failed:
+                    failed[tip] = part.stopped
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return TierResult({tip: tuple(done) for tip, done in tiered.items()}, failed)
+
+
+def _tier_held(
+    spark: SparkSession,
+    rlm: Any,
+    settings: dict[str, str],
+    held: dict[TopicIdPartition, Any],
+    max_segments_per_round: int,
+    tiered: dict[TopicIdPartition, list[RemoteLogSegmentMetadata]],
+    failed: dict[TopicIdPartition, str],
+) -> None:
+    """Rounds of STARTED, parallel uploads, FINISHED over the partitions whose slots are held."""
+    pending = set(held)
+    while pending:
+        uploads = {}
+        for tip in sorted(pending, key=str):
+            found = _start(rlm, held[tip], max_segments_per_round)
+            if found:
+                uploads[tip] = found
+        if not uploads:
+            break
+        results = _upload_all(spark, settings, uploads)
+        for tip, round_uploads in uploads.items():
+            done, error = _finish(rlm, held[tip], round_uploads, results)
+            tiered.setdefault(tip, []).extend(done)
+            if error is not None:
+                failed[tip] = error
+        pending = {
+            tip
+            for tip, round_uploads in uploads.items()
+            if tip not in failed and len(round_uploads) == max_segments_per_round
+        }
 
 
 def wait_ready(cluster: Any, topics: Sequence[str], timeout_s: float) -> None:
@@ -269,6 +328,9 @@ def _finish(
                     result.check_size(rlm.custom_metadata_max_bytes)
                 except CustomMetadataSizeLimitExceededError as err:
                     error = f"segment {started.start_offset}: {err}"
+            attached = isinstance(tasks, AttachedPartition)
+            if error is None and attached and not rlm.uploads_allowed(tasks):
+                error = f"segment {started.start_offset}: stopped: {tasks.stopped}"
             if error is not None:
                 rlm.delete_remote_segment(started, count=False)
                 continue
@@ -280,8 +342,12 @@ def _finish(
                 RemoteLogSegmentState.COPY_SEGMENT_FINISHED,
                 rlm.broker_id,
             )
+            if attached:  # the broker must wait for this FINISHED if it may have been sent
+                tasks.hand_back(plog.highest_offset_in_remote_storage, started.end_offset)
             rlm.metadata.update_remote_log_segment_metadata(update)
             plog.highest_offset_in_remote_storage = started.end_offset
+            if attached:
+                tasks.hand_back(started.end_offset)
             done.append(started.create_with_updates(update))
         finally:
             rlm.segments_being_copied.discard(segment_id)

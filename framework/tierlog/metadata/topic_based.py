@@ -194,11 +194,31 @@ class TopicBasedRemoteLogMetadataManager:
             error,
         )
 
+    def attach(self, transport: Any, timeout_s: float) -> None:
+        """Starts the manager in a process that is no broker (a tool such as the Spark tier
+        job), reaching a running cluster through ``transport``: it then publishes and consumes
+        as a broker's manager does. The brokers own the topic, so it must exist, with the
+        configured partition count; it is neither created nor rewritten here.
+
+        :raises RemoteStorageError: the topic could not be reached within ``timeout_s``.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._start_consuming(transport, self._settings())
+                return
+            except TierlogError as err:
+                if not err.retriable or time.monotonic() >= deadline:
+                    raise RemoteStorageError(f"cannot reach {TOPIC_NAME}: {err}") from err
+            time.sleep(0.2)
+
     def _start(self, broker: Any, config: TopicBasedConfig) -> None:
         self._ensure_topic(broker, config)
         # A topic written before events were keyed is rewritten once, then compacted.
         migrate_to_compacted(broker.controller, config, config.init_retry_max_timeout_ms / 1000)
-        transport = broker.controller.transport
+        self._start_consuming(broker.controller.transport, config)
+
+    def _start_consuming(self, transport: Any, config: TopicBasedConfig) -> None:
         consumer = Consumer(transport, dict(config.consumer))
         try:
             seen = consumer.partitions_for(TOPIC_NAME)  # reached through the runtime

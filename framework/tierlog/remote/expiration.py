@@ -58,8 +58,14 @@ def within_lineage(
     return segment.end_offset < log_end_offset
 
 
-def expire_remote_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
-    """One run of the expiration task for one partition; returns segments deleted."""
+def expire_remote_segments(
+    rlm: RemoteLogManager, task: PartitionTasks, *, keep_dangling: bool = False
+) -> int:
+    """One run of the expiration task for one partition; returns segments deleted.
+
+    ``keep_dangling``: a job in another process is uploading (it holds the copy slot), so no
+    COPY_SEGMENT_STARTED segment is taken for an abandoned one this time.
+    """
     plog = task.partition.log
     tip = task.topic_id_partition
     tp = plog.topic_partition
@@ -78,7 +84,8 @@ def expire_remote_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
     if new_start > plog.log_start_offset:
         plog.delete_records(min(new_start, plog.high_watermark))
     dangling = [s for s in live if s.state is State.COPY_SEGMENT_STARTED]
-    doomed += _expired_dangling(rlm, plog, dangling)
+    if not keep_dangling:
+        doomed += _expired_dangling(rlm, plog, dangling)
     deleted = 0
     for segment in [*doomed, *doomed_finished]:
         if rlm.stopping:

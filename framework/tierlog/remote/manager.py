@@ -49,6 +49,7 @@ from ..model import (
 from ..server.internal_topics import is_internal
 from . import metrics as m
 from .copy import copy_log_segments, find_highest_remote_offset, now_ms
+from .copy_slot import CopySlot, HandBack
 from .expiration import expire_remote_segments
 from .index_cache import RemoteIndexCache
 from .offsets import needs_remote_search, offset_for_timestamp_across_tiers
@@ -415,6 +416,7 @@ class RemoteLogManager:
     def _run_copy(self, tasks: PartitionTasks) -> None:
         failed = False
         tp = tasks.topic_id_partition.topic_partition
+        slot: CopySlot | None = None
         try:
             if not self.uploads_allowed(tasks) or not self._remote_enabled(tasks):
                 return
@@ -429,7 +431,12 @@ class RemoteLogManager:
                 tasks.topic_id_partition
             ):
                 return
-            copy_log_segments(self, tasks)
+            slot = CopySlot.try_acquire(plog.directory)
+            if slot is None:
+                log.debug("%s: another process holds the copy slot; copying later", tp)
+                return
+            if self._take_back(tasks):
+                copy_log_segments(self, tasks)
         except RetriableError as err:
             failed = True
             log.debug("%s: copy will be retried: %s", tp, err)
@@ -444,7 +451,36 @@ class RemoteLogManager:
             if not tasks.partition.log.closed:
                 log.warning("%s: copying to remote storage failed: %s", tp, err)
         finally:
+            if slot is not None:
+                slot.release()
             self._finish(tasks, copy=True, failed=failed)
+
+    def _take_back(self, tasks: PartitionTasks) -> bool:
+        """Whether the copy may run after a job in another process held the slot (see
+        ``copy_slot``): only once this broker's metadata shows what the job tiered, and from
+        the tiered offset the metadata gives, not the one this process last knew."""
+        plog = tasks.partition.log
+        note = HandBack.read(plog.directory)
+        if note is None:
+            return True
+        if note.leader_epoch != plog.leader_epoch_cache.latest_epoch:
+            HandBack.clear(plog.directory)  # an earlier leadership's: read from the metadata
+            tasks.initialized = False
+            return True
+        highest = find_highest_remote_offset(self, plog, tasks.topic_id_partition)
+        if highest < note.must_reach:
+            log.info(
+                "%s: waiting for the remote log metadata to show offset %d tiered by a job "
+                "(it shows %d) before copying again",
+                plog.topic_partition,
+                note.must_reach,
+                highest,
+            )
+            return False
+        plog.highest_offset_in_remote_storage = highest
+        tasks.initialized = True
+        HandBack.clear(plog.directory)
+        return True
 
     def _run_expiration(self, tasks: PartitionTasks) -> None:
         failed = False
@@ -461,7 +497,7 @@ class RemoteLogManager:
                 if delete and self.delete_remote_partition(tasks.topic_id_partition):
                     plog.delete_records(min(plog.local_log_start_offset, plog.high_watermark))
                 return
-            expire_remote_segments(self, tasks)
+            expire_remote_segments(self, tasks, keep_dangling=self._slot_held_elsewhere(plog))
         except Exception as err:
             failed = True
             forgotten = isinstance(err, RemoteResourceNotFoundError) and self._metadata_forgotten(
@@ -557,10 +593,12 @@ class RemoteLogManager:
         """Holds the partition's copy slot: the copy task does not run for it meanwhile.
 
         A job that tiers segments itself (a bulk upload) takes the slot so that the segments it
-        uploads are never copied twice. Waits at most ``timeout_s`` for a running copy to end.
+        uploads are never copied twice. The slot's lock file is taken too (``copy_slot``
+        module), so no job in another process uploads meanwhile. Waits at most ``timeout_s``
+        for a running copy, and for another process's hold, to end.
 
         :raises LookupError: this broker does not hold the partition.
-        :raises TimeoutError: the running copy did not end in time.
+        :raises TimeoutError: the running copy or another process's hold did not end in time.
         """
         with self._lock:
             tasks = self._tasks.get(tip)
@@ -570,9 +608,34 @@ class RemoteLogManager:
                 raise TimeoutError(f"{tip}: the running copy did not end in {timeout_s} s")
             tasks.copy_running = True
         try:
-            yield tasks
+            slot = CopySlot.acquire(tasks.partition.log.directory, timeout_s)
+        except BaseException:
+            self._finish(tasks, copy=True, failed=False)
+            raise
+        if slot is None:
+            self._finish(tasks, copy=True, failed=False)
+            raise TimeoutError(f"{tip}: another process holds the copy slot")
+        try:
+            with slot:
+                if self._take_back(tasks):
+                    yield tasks
+                else:
+                    raise TimeoutError(f"{tip}: the metadata does not show a job's uploads yet")
         finally:
             self._finish(tasks, copy=True, failed=False)
+
+    @staticmethod
+    def _slot_held_elsewhere(plog: PartitionLog) -> bool:
+        """Whether another process (a tiering job) holds the copy slot: its uploads under way
+        look dangling here, and must not be deleted under it."""
+        try:
+            slot = CopySlot.try_acquire(plog.directory)
+        except OSError:
+            return False
+        if slot is None:
+            return True
+        slot.release()
+        return False
 
     def is_ready(self, partition: Partition) -> bool:
         """Whether the partition's remote metadata is loaded (KIP-1007); False: answer retriably."""
