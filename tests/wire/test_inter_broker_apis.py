@@ -236,10 +236,14 @@ def test_alter_partition_through_the_controller_of_the_broker(
     now = controller.image().registration(TopicPartition("single", 0))
     assert now is not None and now.partition_epoch == reg.partition_epoch + 1
 
-    stale = _alter(
+    again = _alter(
         inter_broker, leader, topic.topic_id, reg.leader_epoch, reg.partition_epoch, (leader,)
     )
-    assert stale.error_code == INVALID_UPDATE_VERSION
+    assert again == changed, "the same change again (its answer lost) learns the current state"
+    unknown_epoch = _alter(
+        inter_broker, leader, topic.topic_id, reg.leader_epoch, now.partition_epoch + 1, (leader,)
+    )
+    assert unknown_epoch.error_code == INVALID_UPDATE_VERSION
     fenced = _alter(
         inter_broker, leader, topic.topic_id, reg.leader_epoch + 1, now.partition_epoch, (leader,)
     )

@@ -297,11 +297,12 @@ class Controller:
         """A leader's ISR change (Kafka's AlterPartition); returns the new registration.
 
         Refused (raises) unless ``leader_id`` leads ``tp`` at ``leader_epoch`` and
-        ``partition_epoch`` is current; every new member must be a live assigned replica. The
-        change bumps the partition epoch and is published in the image; brokers learn of it
-        from there, as KRaft brokers do, the leader from the answer. An ISR that now holds
-        every target of a reassignment completes it (the replicas are told by LeaderAndIsr and
-        StopReplica).
+        ``partition_epoch`` is current, or is older and the ISR asked for is already in place
+        (the same request again, its answer lost: the current registration is the answer);
+        every new member must be a live assigned replica. The change bumps the partition epoch
+        and is published in the image; brokers learn of it from there, as KRaft brokers do, the
+        leader from the answer. An ISR that now holds every target of a reassignment completes
+        it (the replicas are told by LeaderAndIsr and StopReplica).
         """
         wanted = tuple(isr)
         with self._lock:
@@ -317,6 +318,11 @@ class Controller:
                 raise FencedLeaderEpochError(
                     f"{tp}: leader epoch {leader_epoch}, the current is {reg.leader_epoch}"
                 )
+            if reg.isr == wanted and partition_epoch < reg.partition_epoch:
+                # Asked again after a lost answer (a timeout, a controller failover): the
+                # change is made, so the leader learns the current registration (as in Kafka,
+                # before the epoch check, or it would be refused forever).
+                return reg
             if reg.partition_epoch != partition_epoch:
                 raise InvalidUpdateVersionError(
                     f"{tp}: partition epoch {partition_epoch} is not the current "
