@@ -41,7 +41,8 @@ def load(plog: PartitionLog) -> None:
     )
     remove_orphan_indexes(plog, set(bases))
     checkpointed_start = plog._read_checkpoint(files.LOG_START_OFFSET_CHECKPOINT)
-    recovery_point = plog._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT) or 0
+    stored_recovery_point = plog._read_checkpoint(files.RECOVERY_POINT_CHECKPOINT)
+    recovery_point = stored_recovery_point or 0
     checkpointed_hw = plog._read_checkpoint(files.HIGH_WATERMARK_CHECKPOINT)
     config = plog._config
     for base in bases:
@@ -56,7 +57,8 @@ def load(plog: PartitionLog) -> None:
     if clean:
         marker.unlink()
         fsync_directory(directory)
-    if not plog._segments:
+    created = not plog._segments
+    if created:
         start = checkpointed_start or 0
         plog._add_segment(plog._new_segment(start))
         recovery_point = start
@@ -72,7 +74,8 @@ def load(plog: PartitionLog) -> None:
         plog._log_start_offset = max(checkpointed_start, first_base)
     plog._local_log_start_offset = max(first_base, plog._log_start_offset)
 
-    recover_from: int | None = None if clean else plog._segment_index(recovery_point)
+    # A log created just now has nothing to recover, and no state worth a snapshot yet.
+    recover_from: int | None = None if clean or created else plog._segment_index(recovery_point)
     for index, segment in enumerate(plog._segments):
         try:
             segment.sanity_check()
@@ -92,7 +95,8 @@ def load(plog: PartitionLog) -> None:
         replay_producers(plog, producers.map_end_offset, plog._next_offset)
     producers.update_map_end_offset(plog._next_offset)
     producers.truncate_and_reload(plog._log_start_offset, plog._next_offset, now)
-    producers.take_snapshot()
+    if not created:
+        producers.take_snapshot()
     if plog._epochs_lost and plog._next_offset > plog._segments[0].base_offset:
         rebuild_epochs(plog)
     plog._epoch_cache.truncate_from_end(plog._next_offset)
@@ -102,7 +106,11 @@ def load(plog: PartitionLog) -> None:
         segment.unload_indexes()
     hw = plog._log_start_offset if checkpointed_hw is None else checkpointed_hw
     plog._set_high_watermark(hw)
-    plog._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, plog._recovery_point)
+    if not created or stored_recovery_point is not None:
+        plog._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, plog._recovery_point)
+    if created:
+        log.info("created %s, log start %d", plog._dir, plog._log_start_offset)
+        return
     log.info(
         "loaded %s: %d segments, log start %d, log end %d (%s shutdown)",
         plog._dir,

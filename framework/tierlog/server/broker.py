@@ -342,12 +342,7 @@ class Broker:
                 # A directory left from an older topic of the same name.
                 del self._partitions[tp]
                 existing.delete()
-            counts = {d: 0 for d in self.log_dirs}
-            for partition in self._partitions.values():
-                parent = partition.directory.parent
-                if parent in counts:
-                    counts[parent] += 1
-            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            log_dir = self._least_used_log_dir()
             directory = log_dir / files.log_dir_name(tp)
             topic = self.controller.image().topic(tp.topic)
             partition_log = PartitionLog.open(
@@ -357,6 +352,16 @@ class Broker:
             created = Partition(partition_log, topic_id, self.broker_id)
             self._partitions[tp] = created
             return created
+
+    def _least_used_log_dir(self) -> Path:
+        if len(self.log_dirs) == 1:  # the usual case: no need to count thousands of replicas
+            return self.log_dirs[0]
+        counts = {d: 0 for d in self.log_dirs}
+        for partition in self._partitions.values():
+            parent = partition.directory.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(self.log_dirs, key=lambda d: counts[d])
 
     def leader_partition(
         self, image: ClusterImage, topic: str, index: int, current_leader_epoch: int = -1

@@ -125,7 +125,12 @@ def stop_replica(broker: Broker, request: p.StopReplicaRequest) -> p.StopReplica
 
 def _remove_partition(broker: Broker, tp: TopicPartition, *, delete: bool) -> None:
     """Stops hosting ``tp``: its fetcher stops, its waiters wake, its remote data goes if the
-    topic is gone and this broker is the cleaner, and its directory is deleted or closed."""
+    topic is gone and this broker is the cleaner, and its directory is deleted or closed.
+
+    The fetcher lets go of it first: a fetcher that found it gone would count it as failed."""
+    fetchers = broker.replica_fetcher_manager
+    if fetchers is not None and broker.partition(tp) is not None:
+        fetchers.remove_fetcher_for_partitions([tp])
     partition = broker.detach_partition(tp)
     if partition is None:
         return
@@ -134,9 +139,7 @@ def _remove_partition(broker: Broker, tp: TopicPartition, *, delete: bool) -> No
         broker.group_coordinator.on_partition_removed(tp)
     # acks=all produces waiting on it fail now (NOT_LEADER_OR_FOLLOWER), not at timeout.
     partition.make_offline()
-    fetchers = broker.replica_fetcher_manager
     if fetchers is not None:
-        fetchers.remove_fetcher_for_partitions([tp])
         fetchers.shutdown_idle_threads()
     rlm = broker.remote_log_manager
     if rlm is not None:

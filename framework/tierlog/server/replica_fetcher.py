@@ -623,6 +623,8 @@ class ReplicaFetcherManager:
         self._lock = threading.Lock()
         self._threads: dict[tuple[int, int], ReplicaFetcherThread] = {}
         self._dead_threads = 0
+        #: Set by :meth:`shutdown`: a LeaderAndIsr arriving later starts no thread.
+        self._closed = False
         self._metrics = metrics
         self._metric_names = [
             MetricName(METRICS_GROUP, name, {"clientId": CLIENT_ID})
@@ -643,8 +645,11 @@ class ReplicaFetcherManager:
     def add_fetcher_for_partitions(
         self, initial: Mapping[TopicPartition, InitialFetchState]
     ) -> None:
-        """Starts fetching ``initial`` (truncating first); clears them from the failed set."""
+        """Starts fetching ``initial`` (truncating first); clears them from the failed set.
+        Nothing starts once the manager is shut down (the broker is stopping)."""
         with self._lock:
+            if self._closed:
+                return
             self.failed_partitions.remove_all(initial)
             for thread in self._threads.values():
                 thread.remove_partitions(initial)
@@ -713,6 +718,7 @@ class ReplicaFetcherManager:
 
     def shutdown(self) -> None:
         with self._lock:
+            self._closed = True
             threads = list(self._threads.values())
             self._threads.clear()
         for thread in threads:
