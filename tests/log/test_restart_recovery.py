@@ -262,3 +262,23 @@ def test_only_a_few_rolled_segments_keep_their_indexes_loaded(
     ) + [True]
     assert read_all(reopened) == data
     assert sum(s.indexes_loaded for s in reopened.segments()) <= LOADED_INDEX_LIMIT + 1
+
+
+def test_a_new_log_writes_nothing_to_recover_and_a_crash_right_after_loses_nothing(
+    tmp_path: Path, make_log: LogFactory
+) -> None:
+    directory = tmp_path / "t-0"
+    log = make_log(directory, CONFIG)
+    # Creating thousands of replicas must be cheap: no snapshot of an empty state, no
+    # checkpoint of a recovery point that is the log start anyway.
+    assert not any(name.endswith(".snapshot") for name in file_names(directory))
+    assert files.RECOVERY_POINT_CHECKPOINT not in file_names(directory)
+    _populate(log)
+    before = _state(log)
+    # A crash: the files stay as they are, without the clean-shutdown marker.
+    log.close()
+    _unclean(directory)
+
+    reopened = make_log(directory, CONFIG)
+
+    assert _state(reopened) == before

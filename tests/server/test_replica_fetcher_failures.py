@@ -22,6 +22,7 @@ from tierlog.server.replica_fetcher import (
     FAILED_PARTITIONS_COUNT,
     MAX_LAG,
     METRICS_GROUP,
+    InitialFetchState,
     ReplicaFetcherManager,
 )
 
@@ -216,3 +217,33 @@ def test_a_fenced_epoch_equal_to_the_fetchers_own_fails_the_partition(
                 ),
                 what="resume",
             )
+
+
+def test_a_stopped_manager_starts_no_fetcher_for_a_late_leader_and_isr(
+    cluster: EmbeddedCluster,
+) -> None:
+    # A LeaderAndIsr can reach a broker that is already stopping (sent before it deregistered).
+    broker = cluster.broker(FOLLOWER)
+    stopped = ReplicaFetcherManager(FOLLOWER, broker.config, cluster.transport, broker.partition)
+    stopped.shutdown()
+
+    stopped.add_fetcher_for_partitions({TopicPartition("t", 0): InitialFetchState(LEADER, 0, 0)})
+
+    assert stopped.threads() == {}
+
+
+def test_a_controlled_shutdown_marks_no_partition_failed(
+    cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = Client(cluster)
+    client.create("many", partitions=30, replication_factor=3)
+    for index in range(30):
+        assert client.produce("many", index, batch(2)).error_code == p.NONE
+    fetchers = manager(cluster)
+    wait_until(lambda: sum(t.partition_count() for t in fetchers.threads().values()) >= 20)
+
+    with caplog.at_level("ERROR", logger="tierlog.server.replica_fetcher"):
+        cluster.stop_broker(FOLLOWER, clean=True)
+
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+    assert len(fetchers.failed_partitions) == 0
