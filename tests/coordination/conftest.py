@@ -31,9 +31,10 @@ def require_zookeeper() -> None:
 
 
 def started_ensemble(directory: Path, size: int) -> ZooKeeperEnsemble:
+    """Started and serving; generous with time, as JVMs start slowly on a busy machine."""
     require_zookeeper()
     ensemble = ZooKeeperEnsemble(directory, size)
-    ensemble.start()
+    ensemble.start(timeout_s=90)
     return ensemble
 
 

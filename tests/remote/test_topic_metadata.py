@@ -442,3 +442,18 @@ def test_events_replayed_for_a_newly_held_partition_that_do_not_apply_are_logged
     messages = [r.getMessage() for r in caplog.records]
     assert any(str(orphan.remote_log_segment_id) in m for m in messages), messages
     assert any("DELETE_SEGMENT_FINISHED" in m and "later" in m for m in messages), messages
+
+
+def test_a_partition_it_starts_leading_is_ready_only_after_catching_up_again(
+    cluster: EmbeddedCluster,
+) -> None:
+    """A new leader must see what its predecessor tiered before deciding what is left to tier;
+    a leadership it already had changes nothing."""
+    rlmm = facade_of(cluster)
+    rlmm.on_partition_leadership_changes(frozenset(), frozenset({TIP}))
+    wait_until(lambda: rlmm.is_ready(TIP), "ready as a follower")
+    rlmm.on_partition_leadership_changes(frozenset({TIP}), frozenset())
+    assert not rlmm.is_ready(TIP)
+    wait_until(lambda: rlmm.is_ready(TIP), "ready as the leader")
+    rlmm.on_partition_leadership_changes(frozenset({TIP}), frozenset())
+    assert rlmm.is_ready(TIP)

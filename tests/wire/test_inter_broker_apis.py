@@ -33,6 +33,7 @@ NONE = 0
 NOT_LEADER_OR_FOLLOWER = 6
 STALE_CONTROLLER_EPOCH = 11
 NOT_CONTROLLER = 41
+STALE_BROKER_EPOCH = 77
 INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 INVALID_UPDATE_VERSION = 95
@@ -291,6 +292,24 @@ def test_controlled_shutdown_moves_the_brokers_leaderships_away(
     topic = image.topic("replicated")
     assert topic is not None
     assert all(reg.leader not in (leaving, p.NO_LEADER) for reg in topic.partitions)
+
+
+def test_controlled_shutdown_must_name_the_registration_it_ends(
+    inter_broker: EmbeddedCluster,
+) -> None:
+    controller = inter_broker.controller
+    inter_broker.broker(0).active_controller = controller
+    holder = 1
+    controller.unregister_broker(holder)
+    controller.register_broker(holder, broker_epoch=4242)
+    for unnamed_or_stale in (-1, 4241):
+        request = p.ControlledShutdownRequest(holder, unnamed_or_stale)
+        answer = _call(inter_broker, 0, _wire(7, 3, request), 3)
+        assert answer.error_code == STALE_BROKER_EPOCH
+        assert holder in controller.image().live_brokers
+    answer = _call(inter_broker, 0, _wire(7, 3, p.ControlledShutdownRequest(holder, 4242)), 3)
+    assert answer.error_code == NONE
+    assert holder not in controller.image().live_brokers
 
 
 def test_update_metadata_goes_to_the_brokers_receiver(inter_broker: EmbeddedCluster) -> None:

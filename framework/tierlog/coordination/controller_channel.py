@@ -232,7 +232,14 @@ class ControllerChannel:
             )
 
     def unregister_broker(self, broker_id: int) -> None:
-        """Controlled shutdown: leadership moves away first, then the registration goes."""
+        """Controlled shutdown: leadership moves away first, then the registration goes.
+
+        A process that never registered (its broker.id was taken by another broker) has
+        nothing to hand over, and must not ask the controller to take the holder of that
+        broker.id out of the cluster."""
+        if self.broker_epoch == -1:
+            log.info("broker %d never registered: no controlled shutdown", broker_id)
+            return
         try:
             remaining = self._controlled_shutdown(broker_id)
             if remaining:

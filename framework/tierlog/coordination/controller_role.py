@@ -152,12 +152,18 @@ class ControllerRole:
             holder = self._holder()
             if holder is None:
                 self._campaign()
-            elif holder == self.broker_id:
+            elif holder == self.broker_id and self._owns_controller_node():
                 # Ours from before a lost connection, but no longer acted on: let it go, so
                 # that an election (perhaps this broker again) gives the role a live holder.
+                # (Another process given the same broker.id must leave it alone.)
                 self._zk.delete(paths.CONTROLLER)
         if self._controller is not None and "brokers" in events:
             self._sync_brokers()
+
+    def _owns_controller_node(self) -> bool:
+        stat = self._zk.exists(paths.CONTROLLER)
+        session = self._zk.client_id
+        return stat is not None and session is not None and stat.ephemeralOwner == session[0]
 
     def _holder(self) -> int | None:
         """The broker id in ``/controller``, None if it is absent."""

@@ -146,6 +146,21 @@ class ConsumerTask:
                 self._assignment_changed = True
                 self._changed.notify_all()
 
+    def catch_up(self, partitions: Iterable[TopicIdPartition]) -> None:
+        """Makes held partitions not ready again until the events published so far (up to the
+        metadata partition's end now) are applied: a broker that starts leading one must see
+        the segments its predecessor finished before deciding what is left to tier, or it
+        uploads them a second time."""
+        with self.lock:
+            changed = False
+            for partition in partitions:
+                held = self._held.get(partition)
+                if held is not None and held.ready:
+                    held.ready_at = -1
+                    changed = True
+            if changed:
+                self._changed.notify_all()
+
     def remove_assignments(self, partitions: Iterable[TopicIdPartition]) -> None:
         with self.lock:
             before = len(self._wanted)

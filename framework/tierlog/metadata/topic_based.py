@@ -86,6 +86,8 @@ class TopicBasedRemoteLogMetadataManager:
         self._checkpoint_path: Path | None = None
         self._lock = threading.Lock()
         self._pending: set[TopicIdPartition] = set()
+        #: The partitions this broker leads, as the latest leadership changes said.
+        self._led: set[TopicIdPartition] = set()
         self._task: ConsumerTask | None = None
         self._producer: Producer | None = None
         self._init_thread: threading.Thread | None = None
@@ -482,18 +484,24 @@ class TopicBasedRemoteLogMetadataManager:
         leader_partitions: frozenset[TopicIdPartition],
         follower_partitions: frozenset[TopicIdPartition],
     ) -> None:
-        """Leaders and followers alike consume the partitions' metadata."""
+        """Leaders and followers alike consume the partitions' metadata; a partition this
+        broker starts leading is ready again only once what was published for it before is
+        applied (as Kafka's copy task waits on ``isReady``)."""
         partitions = leader_partitions | follower_partitions
         with self._lock:
+            newly_led = leader_partitions - self._led
+            self._led = set(leader_partitions) | (self._led - follower_partitions)
             if self._task is None:
                 self._pending.update(partitions)
                 return
             task = self._task
         task.add_assignments(partitions)
+        task.catch_up(newly_led)
 
     @hookimpl
     def tierlog_on_stop_partitions(self, partitions: frozenset[TopicIdPartition]) -> None:
         with self._lock:
+            self._led.difference_update(partitions)
             if self._task is None:
                 self._pending.difference_update(partitions)
                 return

@@ -47,6 +47,21 @@ def _stale(controller: Controller, broker_id: int, broker_epoch: int) -> bool:
     return stale
 
 
+def _unnamed_registration(controller: Controller, broker_id: int, broker_epoch: int) -> bool:
+    """A ControlledShutdown ends one registration, so it must name it: without an epoch it
+    could come from a process that never registered (a second broker given the same
+    broker.id) and would take the live holder of that id out of the cluster."""
+    registered = controller.live_broker_epochs().get(broker_id, -1)
+    if broker_epoch == -1 and registered != -1:
+        log.info(
+            "refusing a ControlledShutdown of broker %d without its epoch (registered: %d)",
+            broker_id,
+            registered,
+        )
+        return True
+    return False
+
+
 def alter_partition(broker: Broker, request: p.AlterPartitionRequest) -> p.AlterPartitionResponse:
     """Each partition's ISR change, answered on its own: the new registration, or the error
     (UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER...)."""
@@ -121,7 +136,9 @@ def controlled_shutdown(
     controller = broker.active_controller
     if controller is None:
         return p.ControlledShutdownResponse(error_code=_NOT_CONTROLLER)
-    if _stale(controller, request.broker_id, request.broker_epoch):
+    if _stale(controller, request.broker_id, request.broker_epoch) or _unnamed_registration(
+        controller, request.broker_id, request.broker_epoch
+    ):
         return p.ControlledShutdownResponse(error_code=_STALE_BROKER_EPOCH)
     try:
         controller.unregister_broker(request.broker_id)

@@ -73,13 +73,22 @@ class BrokerProcess:
         self._output_offset = 0
         self.starts = 0
         directory.mkdir(parents=True, exist_ok=True)
-        lines = {
+        self.settings: dict[str, str] = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(self.log_dir),
             "metrics.prometheus.port": "0",
             **settings,
         }
-        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+        self._write_config()
+
+    def configure(self, settings: Mapping[str, object]) -> None:
+        """Sets keys of this broker's ``server.properties`` alone (e.g. its own
+        ``advertised.listeners``); the process reads them at its next start."""
+        self.settings.update({key: _property(value) for key, value in settings.items()})
+        self._write_config()
+
+    def _write_config(self) -> None:
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.settings.items()))
 
     @property
     def bootstrap(self) -> str:
