@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+from tierlog.config import resolve_topic_config
 from tierlog.log import AbortedTxn, AppendOrigin, FetchIsolation, PartitionLog, files
+from tierlog.log.log_config import LogConfig
 from tierlog.log.partition_log import LOADED_INDEX_LIMIT
 from tierlog.records import ControlType
 
@@ -282,3 +284,51 @@ def test_a_new_log_writes_nothing_to_recover_and_a_crash_right_after_loses_nothi
     reopened = make_log(directory, CONFIG)
 
     assert _state(reopened) == before
+
+
+TIERED = LogConfig.from_topic_config(
+    resolve_topic_config(
+        {**CONFIG, "remote.storage.enable": True, "local.retention.bytes": 1, "retention.ms": -1},
+        {"remote.log.storage.system.enable": True},
+    )
+)
+
+
+def _tiered_with_local_start_raised(directory: Path, make_log: LogFactory) -> PartitionLog:
+    """A tiered log whose first segments went by local retention, as if tiered already."""
+    log = make_log(directory, TIERED)
+    _populate(log)
+    log.highest_offset_in_remote_storage = log.segments()[2].base_offset - 1
+    log.delete_old_segments()
+    return log
+
+
+def test_the_log_start_of_a_log_that_kept_its_checkpoint_never_follows_remote_metadata(
+    tmp_path: Path, make_log: LogFactory
+) -> None:
+    # Remote metadata that has not shown every segment yet must not move the log start past
+    # records remote storage holds: only a lost checkpoint is repaired from it.
+    log = _tiered_with_local_start_raised(tmp_path / "t-0", make_log)
+    assert log.log_start_offset == 0 < log.local_log_start_offset
+
+    log.restore_remote_lineage(log.local_log_start_offset, ())
+
+    assert log.log_start_offset == 0
+    assert not log.log_start_lost
+
+
+def test_a_lost_log_start_checkpoint_is_repaired_from_remote_metadata(
+    tmp_path: Path, make_log: LogFactory
+) -> None:
+    directory = tmp_path / "t-0"
+    log = _tiered_with_local_start_raised(directory, make_log)
+    local_start = log.local_log_start_offset
+    log.close()
+    (directory / files.LOG_START_OFFSET_CHECKPOINT).unlink()
+    reopened = make_log(directory, TIERED)
+    assert reopened.log_start_lost and reopened.log_start_offset == 0
+
+    reopened.restore_remote_lineage(local_start - 5, ())
+
+    assert reopened.log_start_offset == local_start - 5
+    assert not reopened.log_start_lost

@@ -70,6 +70,7 @@ def load(plog: PartitionLog) -> None:
         # Remote storage may hold offsets below the local ones: without a checkpoint, start
         # at 0 and let the remote log manager raise it to what remote storage holds.
         plog._log_start_offset = 0 if lost_start else checkpointed_start
+        plog._log_start_lost = lost_start and not created
     else:
         plog._log_start_offset = max(checkpointed_start, first_base)
     plog._local_log_start_offset = max(first_base, plog._log_start_offset)
@@ -109,6 +110,8 @@ def load(plog: PartitionLog) -> None:
     if not created or stored_recovery_point is not None:
         plog._write_checkpoint(files.RECOVERY_POINT_CHECKPOINT, plog._recovery_point)
     if created:
+        # Kept from the start, so that a crash never leaves the log start to be guessed.
+        plog._write_checkpoint(files.LOG_START_OFFSET_CHECKPOINT, plog._log_start_offset)
         log.info("created %s, log start %d", plog._dir, plog._log_start_offset)
         return
     log.info(

@@ -137,6 +137,9 @@ class PartitionLog:
         epochs_file = LeaderEpochCheckpointFile.in_directory(directory)
         #: The checkpoint was missing or unreadable: loading rebuilds the cache from the batches.
         self._epochs_lost = not epochs_file.path.exists()
+        #: A tiered log whose log-start checkpoint was missing: it starts at 0 until the remote
+        #: log manager has seen where remote storage starts (``restore_remote_lineage``).
+        self._log_start_lost = False
         try:
             self._epoch_cache = LeaderEpochCache(epochs_file)
         except KafkaStorageError as err:
@@ -240,6 +243,12 @@ class PartitionLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def log_start_lost(self) -> bool:
+        """Whether the log start is a guess (0) for want of its checkpoint, to be raised to
+        where remote storage starts; a log that kept its checkpoint knows its start."""
+        return self._log_start_lost
 
     @property
     def local_log_start_offset(self) -> int:
@@ -563,6 +572,7 @@ class PartitionLog:
 
     def _increment_log_start_offset(self, offset: int) -> None:
         self._log_start_offset = offset
+        self._log_start_lost = False
         self._local_log_start_offset = max(self._local_log_start_offset, offset)
         self._epoch_cache.truncate_from_start(offset)
         self._latest_epoch = self._epoch_cache.latest_epoch
@@ -638,9 +648,10 @@ class PartitionLog:
     ) -> None:
         """Puts back what a lost checkpoint took about offsets only remote storage holds.
 
-        The log start rises to ``remote_log_start`` (never past the local log start, never
-        down), and the epochs that start below the earliest one the local batches gave are put
-        in front of it. Called by the remote log manager once remote metadata is loaded.
+        The log start rises to ``remote_log_start`` if its checkpoint was lost (never past
+        the local log start, never down), and the epochs that start below the earliest one
+        the local batches gave are put in front of it. Called by the remote log manager once
+        remote metadata is loaded.
         """
         with self._lock:
             self._check_open()

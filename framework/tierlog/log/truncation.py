@@ -105,7 +105,7 @@ def restore_remote_lineage(
 ) -> None:
     """See :meth:`PartitionLog.restore_remote_lineage`."""
     target = min(remote_log_start, plog._local_log_start_offset)
-    if target > plog._log_start_offset:
+    if plog._log_start_lost and target > plog._log_start_offset:
         log.info(
             "%s: log start %d raised to %d, where remote storage starts",
             plog._dir,
@@ -113,6 +113,7 @@ def restore_remote_lineage(
             target,
         )
         plog._increment_log_start_offset(target)
+    plog._log_start_lost = False
     cache = plog._epoch_cache
     known = cache.entries()
     first = known[0].start_offset if known else plog._next_offset

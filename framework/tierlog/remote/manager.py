@@ -538,7 +538,9 @@ class RemoteLogManager:
         where remote storage starts; without ``leader-epoch-checkpoint`` it knows only the
         epochs of its local batches, and those of offsets only remote storage holds come from
         the remote segments' metadata. Before that, copying would upload tiered ranges again
-        and retention would judge tiered segments foreign. A healthy replica is left as it is.
+        and retention would judge tiered segments foreign. A healthy replica is left as it is:
+        its log start only rises here when its checkpoint was lost, so metadata that has not
+        shown every segment yet can never move the start of a log past acknowledged records.
         """
         plog = partition.log
         if not plog.config.remote_storage_enable or not self.is_ready(partition):
@@ -555,7 +557,9 @@ class RemoteLogManager:
             ),
             key=lambda s: (s.start_offset, s.end_offset),
         )
-        remote_start = min((s.start_offset for s in finished), default=local_start)
+        # No finished segment is no evidence of where remote storage starts: the log start
+        # stays where it is rather than rise past data the metadata has not shown yet.
+        remote_start = min((s.start_offset for s in finished), default=log_start)
         if earliest is not None and earliest.start_offset <= max(log_start, remote_start):
             if log_start < remote_start:
                 plog.restore_remote_lineage(remote_start, ())
