@@ -246,14 +246,6 @@ def _broker_epoch(cluster: ProcessCluster, broker_id: int) -> int | None:
     return None if stat is None else int(stat.czxid)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a race in the framework, not fixed yet: after its ZooKeeper session was lost (the "
-    "paused-leader test), a broker sometimes keeps an older UpdateMetadata image than the "
-    "controller's latest (same controller epoch, no image version to order them), and answers "
-    "Metadata for a partition it leads with leader -1 (LEADER_NOT_AVAILABLE); librdkafka's "
-    "ListOffsets then fails with _UNKNOWN_PARTITION and the read-back cannot start",
-)
 def test_a_listener_nobody_can_reach_keeps_its_leaderships_and_loses_no_acknowledged_record(
     faulty: FaultyCluster,
 ) -> None:

@@ -7,6 +7,11 @@ controller's ``send`` returns at once. A request that fails is retried, in order
 as the broker stays registered (a broker that goes away gets the whole state again when it
 comes back, in a full LeaderAndIsr). Of the UpdateMetadata requests waiting for one broker only
 the newest is kept: each carries the whole image.
+
+A broker that comes back gets a new queue, whose sender starts only once the old queue's sender
+has ended: a request the old one still had on the wire (to a broker that was paused, say) must
+not arrive after the newer ones, least of all an UpdateMetadata, which carries no version a
+broker could tell an older image by.
 """
 
 from __future__ import annotations
@@ -29,9 +34,15 @@ RETRY_BACKOFF_S = 0.2
 class _BrokerQueue:
     """The requests waiting for one broker, and the thread that delivers them in order."""
 
-    def __init__(self, broker_id: int, deliver: Callable[[int, p.Request], None]) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        deliver: Callable[[int, p.Request], None],
+        predecessor: threading.Thread | None = None,
+    ) -> None:
         self.broker_id = broker_id
         self._deliver = deliver
+        self._predecessor = predecessor
         self._pending: deque[p.Request] = deque()
         self._cond = threading.Condition()
         self._closed = False
@@ -62,7 +73,14 @@ class _BrokerQueue:
         with self._cond:
             return not self._pending
 
+    @property
+    def thread(self) -> threading.Thread:
+        return self._thread
+
     def _run(self) -> None:
+        if self._predecessor is not None:
+            self._predecessor.join()  # its request on the wire lands first, or fails
+            self._predecessor = None
         while True:
             with self._cond:
                 while not self._pending and not self._closed:
@@ -98,6 +116,8 @@ class ControllerRequestQueues(Transport):
         super().__init__()
         self._network = network
         self._queues: dict[int, _BrokerQueue] = {}
+        #: The sender of each broker's forgotten queue, until a new queue waits for it.
+        self._retired: dict[int, threading.Thread] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -123,7 +143,10 @@ class ControllerRequestQueues(Transport):
                 raise TierlogError("the controller has resigned")
             queue = self._queues.get(broker_id)
             if queue is None:
-                queue = self._queues[broker_id] = _BrokerQueue(broker_id, self._send_now)
+                predecessor = self._retired.pop(broker_id, None)
+                queue = self._queues[broker_id] = _BrokerQueue(
+                    broker_id, self._send_now, predecessor
+                )
             return queue
 
     def _send_now(self, broker_id: int, request: p.Request) -> None:
@@ -146,6 +169,8 @@ class ControllerRequestQueues(Transport):
         """The broker left the cluster: what waits for it is dropped (it resyncs on return)."""
         with self._lock:
             queue = self._queues.pop(broker_id, None)
+            if queue is not None:
+                self._retired[broker_id] = queue.thread
         if queue is not None:
             queue.close()
 
