@@ -19,6 +19,7 @@ import pytest
 from tierlog import hookimpl
 from tierlog.client import Admin, AlterConfig, ConfigResource, NewTopic
 from tierlog.cluster import EmbeddedCluster
+from tierlog.errors import RemoteStorageNotReadyError
 from tierlog.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -115,9 +116,13 @@ def _tip(cluster: EmbeddedCluster, broker_id: int) -> TopicIdPartition:
 
 
 def _listed(cluster: EmbeddedCluster, broker_id: int) -> list[RemoteLogSegmentMetadata]:
+    """The broker's remote segments of TP; none while a new leader's metadata still loads."""
     host = cluster.broker(broker_id).plugin_host
     assert host is not None
-    return list(host.metadata.list_remote_log_segments(_tip(cluster, broker_id)))
+    try:
+        return list(host.metadata.list_remote_log_segments(_tip(cluster, broker_id)))
+    except RemoteStorageNotReadyError:
+        return []
 
 
 def _wait_expirations(cluster: EmbeddedCluster, broker_id: int, count: int) -> None:
