@@ -68,6 +68,7 @@ class ControllerRole:
         self._store: ZooKeeperMetadataStore | None = None
         self._queues: ControllerRequestQueues | None = None
         self._balancer: LeaderBalancer | None = None
+        self._push_lock = threading.Lock()
         self._unsubscribe: Callable[[], None] | None = None
         self._registered: dict[int, BrokerInfo] = {}
         self._thread = threading.Thread(
@@ -234,20 +235,28 @@ class ControllerRole:
                 controller.unregister_broker(broker_id)
             controller.register_broker(broker_id, broker_epoch=info.epoch)
 
-    def _push(self, image: ClusterImage) -> None:
-        """The new image to every live broker (this one too), newest first in each queue."""
-        queues = self._queues
-        if queues is None:
+    def _push(self, _changed: ClusterImage) -> None:
+        """The controller's image to every live broker (this one too).
+
+        Changes are committed on several threads and their listeners run after the commit,
+        so two pushes can race; each queue keeps only the last UpdateMetadata put in it. So
+        every push sends the controller's newest image, read and queued under one lock: the
+        last one queued is never older than one queued before it.
+        """
+        queues, controller = self._queues, self._controller
+        if queues is None or controller is None:
             return
-        with self._wake:
-            registered = dict(self._registered)
-        endpoints = {broker_id: endpoints_of(info) for broker_id, info in registered.items()}
-        request = update_metadata_request(image, endpoints)
-        for broker_id in sorted(image.live_brokers):
-            try:
-                queues.send(broker_id, request)
-            except TierlogError as err:
-                log.info("UpdateMetadata to broker %d not queued: %s", broker_id, err)
+        with self._push_lock:
+            image = controller.image()
+            with self._wake:
+                registered = dict(self._registered)
+            endpoints = {broker_id: endpoints_of(info) for broker_id, info in registered.items()}
+            request = update_metadata_request(image, endpoints)
+            for broker_id in sorted(image.live_brokers):
+                try:
+                    queues.send(broker_id, request)
+                except TierlogError as err:
+                    log.info("UpdateMetadata to broker %d not queued: %s", broker_id, err)
 
     def _resign(self, why: str) -> None:
         controller, store, queues = self._controller, self._store, self._queues
