@@ -51,7 +51,12 @@ from tierlog.coordination.zookeeper_server import (
     ZooKeeperNotInstalledError,
     check_installed,
 )
-from tierlog.testing.processes import BrokerProcessError, ProcessCluster, wait_until
+from tierlog.testing.processes import (
+    BrokerProcessError,
+    ProcessCluster,
+    tiered_settings,
+    wait_until,
+)
 
 from .report import row
 from .wire_bench import client, rate
@@ -82,18 +87,10 @@ _BOOTSTRAP: Final = re.compile(r"^tierlog: bootstrap servers (\S+)$", re.M)
 
 
 def cluster_settings(bucket: Path) -> dict[str, object]:
-    """The cluster tests' settings (tiering on through fsspec to ``bucket``, small internal
-    topics) but Kafka's default ``replica.lag.time.max.ms`` (30 s), not the tests' 4 s: with a
-    thousand partitions on two busy cores, followers take longer than that to start fetching
-    and the ISRs would churn through the measurements."""
-    return {
-        "remote.log.storage.system.enable": True,
-        "remote.log.storage.manager.name": "fsspec",
-        "rsm.config.url": bucket.as_uri(),
-        "remote.log.manager.task.interval.ms": 500,
-        "offsets.topic.num.partitions": 3,
-        "rlmm.config.remote.log.metadata.topic.num.partitions": 3,
-    }
+    """The kit's tiered settings, with Kafka's default ``replica.lag.time.max.ms`` (30 s), not
+    the tests' 4 s: with a thousand partitions on two busy cores, followers take longer than
+    that to start fetching and the ISRs would churn through the measurements."""
+    return tiered_settings(bucket)
 
 
 def missing_requirement() -> str | None:

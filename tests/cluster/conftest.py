@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from tierlog.coordination.zookeeper_server import ZooKeeperEnsemble
 from tierlog.testing.processes import ProcessCluster
+from tierlog.testing.processes import tiered_settings as kit_tiered_settings
 
 from tests.coordination.conftest import started_ensemble
 
@@ -38,16 +39,8 @@ def bucket(tmp_path: Path) -> Path:
 
 
 def tiered_settings(bucket: Path) -> dict[str, object]:
-    """Tiering on through the fsspec plugin, with tasks quick enough for a test to watch."""
-    return {
-        "remote.log.storage.system.enable": True,
-        "remote.log.storage.manager.name": "fsspec",
-        "rsm.config.url": bucket.as_uri(),
-        "remote.log.manager.task.interval.ms": 500,
-        "offsets.topic.num.partitions": 3,
-        "rlmm.config.remote.log.metadata.topic.num.partitions": 3,
-        "replica.lag.time.max.ms": 4000,
-    }
+    """The kit's tiered settings, with followers dropped from the ISR after 4 s."""
+    return {**kit_tiered_settings(bucket), "replica.lag.time.max.ms": 4000}
 
 
 @pytest.fixture

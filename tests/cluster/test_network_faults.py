@@ -102,6 +102,30 @@ def _create(cluster: ProcessCluster, topic: str, leaders: list[int]) -> None:
     wait_fully_replicated(cluster)
 
 
+def _replaced(
+    cluster: ProcessCluster,
+    topic: str,
+    leader: int,
+    before: dict[str, object],
+    why: str,
+) -> int:
+    """Waits for partition 0 to get another leader, with a higher leader epoch, once ``leader``
+    (``why``: paused, cut off...) has lost its registration; returns the new leader."""
+    since = time.monotonic()
+    wait_until(
+        lambda: cluster.leader(topic, 0) not in (leader, -1),
+        SESSION_TIMEOUT_MS / 1000 + ELECTION_ALLOWANCE_S,
+        f"a new leader while broker {leader} is {why}",
+        interval_s=0.05,
+    )
+    print(f"leader {why} replaced after {time.monotonic() - since:.2f}s")
+    after = cluster.partition_state(topic, 0)
+    assert after is not None
+    assert int(str(after["leader_epoch"])) > int(str(before["leader_epoch"]))
+    assert leader not in cluster.registered()
+    return cluster.leader(topic, 0)
+
+
 def _check_nothing_lost(
     cluster: ProcessCluster, topic: str, *producers: BackgroundProducer
 ) -> None:
@@ -178,20 +202,8 @@ def test_a_leader_paused_beyond_its_session_is_replaced_and_follows_when_it_resu
         old_epoch = _broker_epoch(cluster, leader)
 
         cluster.broker(leader).pause()
-        paused_at = time.monotonic()
         try:
-            wait_until(
-                lambda: cluster.leader(topic, 0) not in (leader, -1),
-                SESSION_TIMEOUT_MS / 1000 + ELECTION_ALLOWANCE_S,
-                f"a new leader while {leader} is paused",
-                interval_s=0.05,
-            )
-            print(f"paused leader replaced after {time.monotonic() - paused_at:.2f}s")
-            new_leader = cluster.leader(topic, 0)
-            after = cluster.partition_state(topic, 0)
-            assert after is not None
-            assert int(str(after["leader_epoch"])) > int(str(before["leader_epoch"]))
-            assert leader not in cluster.registered()
+            new_leader = _replaced(cluster, topic, leader, before, "paused")
             producer.wait_acks(50, 60, partition=0)
             wait_gauges_truthful(cluster, "with the old leader paused", skip=[leader])
         finally:
@@ -318,20 +330,8 @@ def test_a_leader_cut_off_from_zookeeper_is_fenced_then_registers_again_and_foll
         assert before is not None
         old_epoch = _broker_epoch(cluster, RELAYED)
         faulty.zookeeper_relay.cut()
-        cut_at = time.monotonic()
         try:
-            wait_until(
-                lambda: cluster.leader(topic, 0) not in (RELAYED, -1),
-                SESSION_TIMEOUT_MS / 1000 + ELECTION_ALLOWANCE_S,
-                f"a new leader while broker {RELAYED} cannot reach ZooKeeper",
-                interval_s=0.05,
-            )
-            print(f"leader cut off from ZooKeeper replaced after {time.monotonic() - cut_at:.2f}s")
-            new_leader = cluster.leader(topic, 0)
-            after = cluster.partition_state(topic, 0)
-            assert after is not None
-            assert int(str(after["leader_epoch"])) > int(str(before["leader_epoch"]))
-            assert RELAYED not in cluster.registered()
+            new_leader = _replaced(cluster, topic, RELAYED, before, "cut off from ZooKeeper")
             producer.wait_acks(50, 60, partition=0)
             # A client that knows only the old leader keeps writing to it: whatever the old
             # leader acknowledges (acks=all) must survive, and it has no ISR left to do so.

@@ -32,7 +32,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from ..coordination import paths
 from ..coordination.zookeeper_server import find_free_port
 
-__all__ = ["BrokerProcess", "BrokerProcessError", "ProcessCluster", "wait_until"]
+__all__ = [
+    "BrokerProcess",
+    "BrokerProcessError",
+    "ProcessCluster",
+    "tiered_settings",
+    "wait_until",
+]
 
 _T = TypeVar("_T")
 
@@ -396,6 +402,20 @@ class ProcessCluster:
 
     def __iter__(self) -> Iterator[BrokerProcess]:
         return iter(self.brokers.values())
+
+
+def tiered_settings(bucket: Path) -> dict[str, object]:
+    """Tiering on through the fsspec plugin to the directory ``bucket``, with tasks quick
+    enough to watch and small internal topics: what tests and benchmarks of process clusters
+    start from (Kafka's ``replica.lag.time.max.ms`` is theirs to set)."""
+    return {
+        "remote.log.storage.system.enable": True,
+        "remote.log.storage.manager.name": "fsspec",
+        "rsm.config.url": bucket.as_uri(),
+        "remote.log.manager.task.interval.ms": 500,
+        "offsets.topic.num.partitions": 3,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": 3,
+    }
 
 
 def _property(value: object) -> str:
