@@ -115,13 +115,6 @@ def _crash_and_restart(
     return Crash(killed_at, moved_at, {key: after[key].leader for key in led})
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug, issue #21: after the kills in turn, every replica of a tiered partition "
-    "sometimes checkpoints a log start at its local log start (seen: 892 and 1793), so the "
-    "acknowledged records below it, still in remote storage, are no longer served; the cause "
-    "is not found yet (not the lost-checkpoint repair, which is fixed)",
-)
 def test_follower_leader_and_controller_crash_in_turn_and_a_zookeeper_node_dies(
     busy_cluster: ProcessCluster, ensemble: ZooKeeperEnsemble, bucket: Path
 ) -> None:

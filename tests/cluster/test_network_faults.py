@@ -258,13 +258,6 @@ def _broker_epoch(cluster: ProcessCluster, broker_id: int) -> int | None:
     return None if stat is None else int(stat.czxid)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug, issue #21: after a broker is fenced and registers again, other brokers "
-    "sometimes keep an image where the partition has no leader (LEADER_NOT_AVAILABLE) while "
-    "ZooKeeper names one, and the read-back cannot start; two orderings of UpdateMetadata are "
-    "fixed, this one is not found yet",
-)
 def test_a_listener_nobody_can_reach_keeps_its_leaderships_and_loses_no_acknowledged_record(
     faulty: FaultyCluster,
 ) -> None:
@@ -308,13 +301,6 @@ def test_a_listener_nobody_can_reach_keeps_its_leaderships_and_loses_no_acknowle
     _check_nothing_lost(cluster, topic, producer)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="open bug, issue #21: after a broker is fenced and registers again, other brokers "
-    "sometimes keep an image where the partition has no leader (LEADER_NOT_AVAILABLE) while "
-    "ZooKeeper names one, and the read-back cannot start; two orderings of UpdateMetadata are "
-    "fixed, this one is not found yet",
-)
 def test_a_leader_cut_off_from_zookeeper_is_fenced_then_registers_again_and_follows(
     faulty: FaultyCluster,
 ) -> None:

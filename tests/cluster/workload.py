@@ -46,11 +46,19 @@ CLIENT_LOG = logging.getLogger("librdkafka")
 DELIVERY_TIMEOUT_MS = 180_000
 
 
-def create_topic(cluster: ProcessCluster, name: str, partitions: int, **config: object) -> None:
-    """Creates a topic with replication factor 3 through a real admin client and waits until
-    every partition has a leader in ZooKeeper."""
+def create_topic(
+    cluster: ProcessCluster,
+    name: str,
+    partitions: int,
+    *,
+    replication_factor: int = 3,
+    **config: object,
+) -> None:
+    """Creates a topic through a real admin client and waits until every partition has a
+    leader in ZooKeeper."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers(), "logger": CLIENT_LOG})
-    topic = NewTopic(name, partitions, 3, config={k: str(v) for k, v in config.items()})
+    configs = {k: str(v) for k, v in config.items()}
+    topic = NewTopic(name, partitions, replication_factor, config=configs)
     for future in admin.create_topics([topic], request_timeout=60).values():
         future.result(timeout=90)
     wait_until(

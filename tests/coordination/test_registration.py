@@ -7,12 +7,14 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
 from tierlog.coordination import paths
 from tierlog.coordination.registration import (
+    SESSION_RECORD,
     BrokerIdAlreadyRegisteredError,
     BrokerInfo,
     BrokerRegistration,
@@ -118,6 +120,43 @@ def test_a_broker_id_held_by_another_broker_is_refused(
     finally:
         first.close()
         second.close()
+
+
+def test_a_restart_after_a_crash_waits_for_the_registration_its_last_run_left(
+    zookeeper: ZooKeeperEnsemble,
+    zk_chroot: str,
+    connect: Callable[..., KazooClient],
+    tmp_path: Path,
+) -> None:
+    """The session record in the log dir tells the broker's own leftover node from another
+    broker's: the first is waited for until ZooKeeper expires it, the second refused."""
+    chroot = zk_chroot[len(zookeeper.connect_string) :]
+    record = tmp_path / SESSION_RECORD
+    observer = connect()
+    with TcpProxy("127.0.0.1", zookeeper.nodes[0].client_port) as proxy:
+        crashed = BrokerRegistration(
+            connect(proxy.address + chroot),
+            4,
+            ["PLAINTEXT://127.0.0.1:9092"],
+            session_record=record,
+        )
+        first_epoch = crashed.register()
+        crashed.close()
+        proxy.cut()  # the process is gone; its session lives on until it times out
+        stranger = BrokerRegistration(connect(), 4, ["PLAINTEXT://127.0.0.1:9093"])
+        with pytest.raises(BrokerIdAlreadyRegisteredError):
+            stranger.register()
+        restarted = BrokerRegistration(
+            connect(), 4, ["PLAINTEXT://127.0.0.1:9092"], session_record=record
+        )
+        try:
+            epoch = restarted.register()
+            _, stat = observer.get("/brokers/ids/4")
+            assert epoch == stat.czxid > first_epoch
+            assert len(record.read_text().split()) == 2, "both sessions recorded"
+        finally:
+            restarted.close()
+            stranger.close()
 
 
 def test_bad_endpoints_are_refused() -> None:

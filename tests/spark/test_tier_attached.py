@@ -40,6 +40,8 @@ kafka_admin = pytest.importorskip("confluent_kafka.admin")
 
 TOPIC = "backlog"
 TP = TopicPartition(TOPIC, 0)
+#: Records produced before any test: many 1 KiB segments for the job to tier.
+BACKLOG = 120
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +65,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
             )
             admin.create_topics([topic])[TOPIC].result(30)
             wait_until(lambda: running.leader(TOPIC, 0) >= 0, 30, "a leader")
+            _produce(running, BACKLOG)
             yield running
     finally:
         zk.stop()
@@ -126,7 +129,6 @@ def _covered(segments: list[Any]) -> list[int]:
 def test_the_job_refuses_a_partition_whose_slot_another_process_holds(
     spark: Any, cluster: ProcessCluster
 ) -> None:
-    _produce(cluster, 120)
     lead = cluster.leader(TOPIC, 0)
     config = cluster.broker(lead).config_path
     with _held_slot(_partition_dir(cluster, lead)):
@@ -144,8 +146,6 @@ def test_the_job_tiers_the_backlog_once_and_the_next_leader_goes_on_from_there(
 ) -> None:
     lead = cluster.leader(TOPIC, 0)
     other = 1 - lead
-    if not _partition_dir(cluster, lead).joinpath(files.log_file_name(0)).exists():
-        _produce(cluster, 120)
     config = cluster.broker(lead).config_path
     backlog_end = _rolled_end(cluster, lead)
     assert backlog_end > 40, "a backlog of many rolled segments"
@@ -170,7 +170,7 @@ def test_the_job_tiers_the_backlog_once_and_the_next_leader_goes_on_from_there(
 
     # The next run finds the slot held, then the leadership moved: it stops, uploading nothing.
     caplog.set_level(logging.INFO, logger="tierlog_spark.attached")
-    _produce(cluster, 80, start=120)
+    _produce(cluster, 80, start=BACKLOG)
     outcome: list[TierResult | BaseException] = []
     with _held_slot(_partition_dir(cluster, lead)):
 

@@ -132,12 +132,15 @@ class ControllerChannel:
             gone = set(self._registered) - set(brokers)
             old = dict(self._registered)
             self._registered = dict(brokers)
-        for broker_id in gone:
+        # This broker's own listener registers and unregisters what it advertises: its node
+        # vanishing (a session expiry, or the node a crashed run of it left behind) must not
+        # take its endpoints out of the answers it gives clients.
+        for broker_id in gone - {self.broker_id}:
             for endpoint in old[broker_id]:
                 self._endpoints.unregister(broker_id, endpoint)
         for broker_id, endpoints in brokers.items():
             if broker_id == self.broker_id:
-                continue  # our own listener registers what it advertises
+                continue
             for endpoint in endpoints:
                 self._endpoints.register(broker_id, endpoint)
 
@@ -495,16 +498,29 @@ class ControllerChannel:
         }
 
     def _read_broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        path = paths.broker_config_path(broker_id)
         try:
-            raw, _stat = self._zk.get(paths.broker_config_path(broker_id))
-        except NoNodeError:
+            return self._read_config(path) or {}
+        except ValueError as err:
+            log.warning("ignoring %s", err)
             return {}
+
+    def stored_topic_configs(self, topic: str) -> dict[str, str] | None:
+        """Read from ``/config/topics/<topic>`` itself: a broker recovering its logs has no
+        pushed image yet. Raises ValueError for an unreadable node rather than guess."""
+        return self._read_config(paths.topic_config_path(topic))
+
+    def _read_config(self, path: str) -> dict[str, str] | None:
+        """The ``config`` object of a config znode; None if there is no such node."""
+        try:
+            raw, _stat = self._zk.get(path)
+        except NoNodeError:
+            return None
         try:
             data = json.loads(raw)
             return {str(k): str(v) for k, v in data.get("config", {}).items()}
         except (ValueError, AttributeError) as err:
-            log.warning("ignoring unreadable %s: %s", paths.broker_config_path(broker_id), err)
-            return {}
+            raise ValueError(f"unreadable config node {path}: {err}") from err
 
     def record_broker_configs(self, resource: str, changes: Mapping[str, str | None]) -> None:
         broker_id = int(resource) if resource else None

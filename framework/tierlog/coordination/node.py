@@ -30,7 +30,7 @@ from ..wire.network_transport import NetworkTransport
 from .client import zookeeper_client
 from .controller_channel import ControllerChannel
 from .controller_role import ControllerRole
-from .registration import BrokerInfo, BrokerRegistration, endpoints_of
+from .registration import SESSION_RECORD, BrokerInfo, BrokerRegistration, endpoints_of
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,10 @@ class ClusterNode:
         listener.start()
         self.listener = listener
         self._registration = BrokerRegistration(
-            self._zk, self.broker_id, [str(e) for e in listener.advertised]
+            self._zk,
+            self.broker_id,
+            [str(e) for e in listener.advertised],
+            session_record=broker.log_dirs[0] / SESSION_RECORD,
         )
         channel = self.channel
         assert channel is not None

@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 import attrs
@@ -31,6 +32,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import KazooState, ZnodeStat
 
 from ..errors import InvalidConfigError
+from ..log.checkpoint import write_atomically
 from ..wire.endpoints import Endpoint
 from . import paths
 
@@ -40,6 +42,10 @@ _log = logging.getLogger(__name__)
 REGISTRATION_VERSION: Final = 5
 _KNOWN_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _DEFAULT_STALE_WAIT_MS: Final = 18_000
+#: Beyond the session timeout, how long ZooKeeper may take to remove an expired session's node.
+_EXPIRY_ALLOWANCE_S: Final = 5.0
+#: The file, in a broker's first log dir, naming the ZooKeeper sessions it registered with.
+SESSION_RECORD: Final = "zookeeper-sessions"
 
 
 class BrokerIdAlreadyRegisteredError(InvalidConfigError):
@@ -128,6 +134,30 @@ def _session_id(client: KazooClient) -> int | None:
     return None if client_id is None else int(client_id[0])
 
 
+#: Sessions a session record keeps: the newest are all a restart can meet.
+_RECORDED_SESSIONS: Final = 8
+
+
+def _read_sessions(record: Path | None) -> list[int]:
+    """The sessions in ``record``, oldest first."""
+    if record is None:
+        return []
+    try:
+        return [int(line, 16) for line in record.read_text().split()]
+    except FileNotFoundError:
+        return []
+    except ValueError as err:
+        _log.warning("ignoring unreadable %s: %s", record, err)
+        return []
+
+
+def _record_session(record: Path | None, session: int) -> None:
+    if record is None:
+        return
+    kept = [s for s in _read_sessions(record) if s != session][-(_RECORDED_SESSIONS - 1) :]
+    write_atomically(record, "".join(f"{s:x}\n" for s in [*kept, session]).encode())
+
+
 class BrokerRegistration:
     """Keeps ``/brokers/ids/<broker_id>`` alive for as long as the broker runs.
 
@@ -146,8 +176,12 @@ class BrokerRegistration:
         rack: str | None = None,
         *,
         listener_security_protocol_map: Mapping[str, str] | None = None,
+        session_record: Path | None = None,
     ) -> None:
         self.client = client
+        #: A file in the broker's (locked) log dir naming the sessions it registered with, so
+        #: that a restart after a crash knows the registration left behind is its own.
+        self.session_record = session_record
         self.broker_id = broker_id
         self.path = paths.broker_path(broker_id)
         self.data = registration_data(
@@ -159,7 +193,7 @@ class BrokerRegistration:
         self.on_failed: list[Callable[[Exception], None]] = []
         self._lock = threading.RLock()
         self._epoch: int | None = None
-        self._past_sessions: set[int] = set()
+        self._past_sessions: set[int] = set(_read_sessions(session_record))
         self._events: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         self._closed = False
@@ -229,19 +263,22 @@ class BrokerRegistration:
                 if owner != session and owner not in self._past_sessions:
                     raise BrokerIdAlreadyRegisteredError(self.broker_id, owner) from None
                 if owner != session:
-                    # Our registration from a session that expired; ZooKeeper is removing it.
+                    # Our registration from a session that ended (in this process, or in the
+                    # one that held these log dirs before a crash): ZooKeeper removes it.
                     if deadline is None:
                         deadline = time.monotonic() + self._stale_wait_s()
                     self._wait_gone(deadline)
                     continue
-            if session is not None:
+            if session is not None and session not in self._past_sessions:
                 self._past_sessions.add(session)
+                _record_session(self.session_record, session)
             self._epoch = int(stat.czxid)
             _log.info("broker %d registered at %s, epoch %d", self.broker_id, self.path, stat.czxid)
             return self._epoch
 
     def _stale_wait_s(self) -> float:
-        return float(getattr(self.client, "_session_timeout", _DEFAULT_STALE_WAIT_MS)) / 1000
+        timeout_ms = float(getattr(self.client, "_session_timeout", _DEFAULT_STALE_WAIT_MS))
+        return timeout_ms / 1000 + _EXPIRY_ALLOWANCE_S
 
     def _wait_gone(self, deadline: float) -> None:
         gone = threading.Event()

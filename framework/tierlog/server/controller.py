@@ -998,6 +998,11 @@ class Controller:
                 del self._broker_configs[resource]
             self._commit()
 
+    def stored_topic_configs(self, topic: str) -> dict[str, str] | None:
+        """A topic's config overrides; None for a topic the cluster does not know."""
+        found = self._image.topic(topic)
+        return None if found is None else dict(found.configs)
+
     def broker_configs(self, broker_id: int) -> dict[str, str]:
         """The dynamic configs stored for ``broker_id``, over the cluster-wide defaults."""
         with self._lock:

@@ -95,3 +95,12 @@ class ControllerView(Protocol):
     def record_broker_configs(self, resource: str, changes: Mapping[str, str | None]) -> None: ...
 
     def broker_configs(self, broker_id: int) -> dict[str, str]: ...
+
+    def stored_topic_configs(self, topic: str) -> dict[str, str] | None:
+        """A topic's config overrides as the cluster stores them, None for an unknown topic.
+
+        A broker opening its logs at startup asks this before any image reached it: a
+        tiered log opened with the broker's defaults would take its first local offset for
+        its log start, and serve nothing of what only remote storage holds.
+        """
+        ...
