@@ -14,11 +14,11 @@ from tierlog.errors import (
     NotEnoughReplicasError,
     RequestTimedOutError,
 )
-from tierlog.log import FetchIsolation
-from tierlog.model import TopicPartition
+from tierlog.log import FetchIsolation, PartitionLog
+from tierlog.model import TopicPartition, Uuid
 from tierlog.records import iter_batches
 from tierlog.server import protocol as p
-from tierlog.server.partition import Partition
+from tierlog.server.partition import ISR_CHANGE_RETRY_BACKOFF_MS, Partition
 from tierlog.server.transport import Fault
 
 from .conftest import Client, batch, values
@@ -450,3 +450,25 @@ def test_unclean_election_lets_an_out_of_sync_replica_lead_when_the_topic_allows
     wait_until(lambda: set(isr(client, "lossy")) == {0, 1, 2}, what="everyone back in sync")
     for broker_id in (0, 1, 2):
         assert values(all_records(replica(cluster, broker_id, "lossy"))) == [b"both-0", b"after-0"]
+
+
+def test_a_refused_isr_change_is_not_proposed_again_before_the_backoff(tmp_path: Path) -> None:
+    """A leader whose ISR change the controller refused waits before asking again, instead of
+    asking on every follower fetch (thousands of AlterPartition a second on a busy cluster)."""
+    plog = PartitionLog.open(tmp_path / "isr-0", {})
+    partition = Partition(plog, None, broker_id=0)
+    state = p.LeaderAndIsrPartitionState("isr", 0, 0, 1, isr=(0,), replicas=(0, 1))
+    partition.make_leader(state, Uuid.random())
+    try:
+        change = partition.update_follower_fetch_state(1, 0).isr_change
+        assert change is not None and change.isr == (0, 1)
+        assert partition.complete_isr_change(change, None, -1) is False
+        refused_at = time.monotonic() * 1000
+        assert partition.update_follower_fetch_state(1, 0).isr_change is None
+        later = int(refused_at + ISR_CHANGE_RETRY_BACKOFF_MS + 1)
+        again = partition.update_follower_fetch_state(1, 0, now_ms=later).isr_change
+        assert again is not None and again.isr == (0, 1)
+        assert partition.complete_isr_change(again, (0, 1), 1) is False  # nothing to commit
+        assert partition.isr == (0, 1)
+    finally:
+        plog.close()

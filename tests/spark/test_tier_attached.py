@@ -65,10 +65,24 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
             )
             admin.create_topics([topic])[TOPIC].result(30)
             wait_until(lambda: running.leader(TOPIC, 0) >= 0, 30, "a leader")
+            wait_until(
+                lambda: _copy_task_ran(running, running.leader(TOPIC, 0)),
+                60,
+                "the leader's first copy run (its next is ten minutes later)",
+            )
             _produce(running, BACKLOG)
             yield running
     finally:
         zk.stop()
+
+
+def _copy_task_ran(cluster: ProcessCluster, broker_id: int) -> bool:
+    """Whether ``broker_id``'s copy task ran for the topic with its metadata loaded: it has
+    then published the topic's copy lag."""
+    series = cluster.broker(broker_id).metrics().get(
+        "tierlog_brokertopicmetrics_remotecopylagsegments", []
+    )
+    return any(labels.get("topic") == TOPIC for labels, _value in series)
 
 
 def _held_slot(directory: Path) -> CopySlot:

@@ -369,11 +369,20 @@ class RemoteLogManager:
         with contextlib.suppress(RuntimeError):  # the pool is shutting down
             pool.submit(fn, tasks)
 
-    def _finish(self, tasks: PartitionTasks, *, copy: bool, failed: bool) -> None:
+    def _finish(
+        self, tasks: PartitionTasks, *, copy: bool, failed: bool, waiting: bool = False
+    ) -> None:
+        """Schedules the next run: after a backoff if this one failed, soon if it waited for
+        something (metadata loading, the copy slot), else after the task interval."""
         with self._lock:
             backoff = tasks.copy_backoff if copy else tasks.expire_backoff
             backoff.failures = backoff.failures + 1 if failed else 0
-            delay = backoff.next_delay_ms() / 1000 if failed else self.task_interval_s
+            if failed:
+                delay = backoff.next_delay_ms() / 1000
+            elif waiting:
+                delay = min(self.task_interval_s, backoff.initial_ms / 1000)
+            else:
+                delay = self.task_interval_s
             due = time.monotonic() + delay
             if copy:
                 tasks.copy_running, tasks.copy_due = False, due
@@ -414,7 +423,7 @@ class RemoteLogManager:
         return not plog.closed and plog.config.remote_storage_enable
 
     def _run_copy(self, tasks: PartitionTasks) -> None:
-        failed = False
+        failed = waiting = False
         tp = tasks.topic_id_partition.topic_partition
         slot: CopySlot | None = None
         try:
@@ -427,16 +436,20 @@ class RemoteLogManager:
                     self, plog, tasks.topic_id_partition
                 )
                 return
-            if plog.config.remote_log_copy_disable or not self.metadata.is_ready(
-                tasks.topic_id_partition
-            ):
+            if plog.config.remote_log_copy_disable:
+                return
+            if not self.metadata.is_ready(tasks.topic_id_partition):
+                waiting = True
                 return
             slot = CopySlot.try_acquire(plog.directory)
             if slot is None:
                 log.debug("%s: another process holds the copy slot; copying later", tp)
+                waiting = True
                 return
             if self._take_back(tasks):
                 copy_log_segments(self, tasks)
+            else:
+                waiting = True
         except RetriableError as err:
             failed = True
             log.debug("%s: copy will be retried: %s", tp, err)
@@ -453,7 +466,7 @@ class RemoteLogManager:
         finally:
             if slot is not None:
                 slot.release()
-            self._finish(tasks, copy=True, failed=failed)
+            self._finish(tasks, copy=True, failed=failed, waiting=waiting)
 
     def _take_back(self, tasks: PartitionTasks) -> bool:
         """Whether the copy may run after a job in another process held the slot (see

@@ -38,6 +38,8 @@ from . import protocol as p
 
 PARTITION_METADATA_FILE = "partition.metadata"
 """Kafka's file naming the topic id a partition directory belongs to (KIP-516)."""
+#: How long a leader waits after a refused ISR change before it proposes one again.
+ISR_CHANGE_RETRY_BACKOFF_MS = 500
 
 
 def read_partition_metadata(directory: Path) -> Uuid | None:
@@ -115,6 +117,8 @@ class Partition:
         self._followers: dict[int, FollowerState] = {}
         self._leader_epoch_start_offset = 0
         self._isr_change_pending = False
+        #: After a refused ISR change, no new one is proposed before this (monotonic ms).
+        self._isr_retry_after_ms = 0
         self._lock = threading.RLock()
 
     @property
@@ -151,6 +155,7 @@ class Partition:
                 }
                 self._leader_epoch_start_offset = self.log.log_end_offset
                 self._isr_change_pending = False
+                self._isr_retry_after_ms = 0
                 self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
             else:
                 # Replicas added or removed by a reassignment.
@@ -312,7 +317,7 @@ class Partition:
             change = None
             if (
                 replica_id not in self.isr
-                and not self._isr_change_pending
+                and self._may_propose(now)
                 and fetch_offset >= self.log.high_watermark
                 and fetch_offset >= self._leader_epoch_start_offset
             ):
@@ -323,7 +328,7 @@ class Partition:
         """The ISR without the followers that have not caught up for ``max_lag_ms``, if any."""
         now = _now_ms() if now_ms is None else now_ms
         with self._lock:
-            if not self.is_leader or self._isr_change_pending:
+            if not self.is_leader or not self._may_propose(now):
                 return None
             leader_end = self.log.log_end_offset
             lagging = {
@@ -338,6 +343,9 @@ class Partition:
                 return None
             return self._propose(tuple(r for r in self.isr if r not in lagging))
 
+    def _may_propose(self, now_ms: int) -> bool:
+        return not self._isr_change_pending and now_ms >= self._isr_retry_after_ms
+
     def _propose(self, isr: tuple[int, ...]) -> IsrChange:
         self._isr_change_pending = True
         return IsrChange(self.leader_epoch, self.partition_epoch, isr)
@@ -351,7 +359,12 @@ class Partition:
             if change.leader_epoch != self.leader_epoch:
                 return False
             self._isr_change_pending = False
-            if isr is None or partition_epoch <= self.partition_epoch or not self.is_leader:
+            if isr is None:
+                # Refused (a stale epoch, the controller moving): the answer usually comes with
+                # new metadata, so the same change is not asked again at once.
+                self._isr_retry_after_ms = _now_ms() + ISR_CHANGE_RETRY_BACKOFF_MS
+                return False
+            if partition_epoch <= self.partition_epoch or not self.is_leader:
                 return False
             self.isr = isr
             self.partition_epoch = partition_epoch
