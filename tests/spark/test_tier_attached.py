@@ -79,8 +79,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
 def _copy_task_ran(cluster: ProcessCluster, broker_id: int) -> bool:
     """Whether ``broker_id``'s copy task ran for the topic with its metadata loaded: it has
     then published the topic's copy lag."""
-    series = cluster.broker(broker_id).metrics().get(
-        "tierlog_brokertopicmetrics_remotecopylagsegments", []
+    series = (
+        cluster.broker(broker_id)
+        .metrics()
+        .get("tierlog_brokertopicmetrics_remotecopylagsegments", [])
     )
     return any(labels.get("topic") == TOPIC for labels, _value in series)
 
