@@ -21,14 +21,24 @@ from tests.coordination.conftest import started_ensemble
 SESSION_TIMEOUT_MS = 6000
 
 
-@pytest.fixture
-def ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
-    """Three ZooKeeper nodes of the test's own (it may kill one)."""
-    zk = started_ensemble(tmp_path / "zookeeper", 3)
+def _ensemble(tmp_path: Path, size: int) -> Iterator[ZooKeeperEnsemble]:
+    zk = started_ensemble(tmp_path / "zookeeper", size)
     try:
         yield zk
     finally:
         zk.stop()
+
+
+@pytest.fixture
+def ensemble(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    """Three ZooKeeper nodes of the test's own (it may kill one)."""
+    yield from _ensemble(tmp_path, 3)
+
+
+@pytest.fixture
+def single_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
+    """One ZooKeeper node of the test's own, for tests that never kill one."""
+    yield from _ensemble(tmp_path, 1)
 
 
 @pytest.fixture

@@ -18,22 +18,11 @@ from tierlog.log import files
 from tierlog.model import TopicPartition
 from tierlog.testing.processes import ProcessCluster, wait_until
 
-from tests.coordination.conftest import started_ensemble
-
 from .conftest import tiered_settings
 from .workload import CLIENT_LOG, bucket_manifests, create_topic, read_partition, watermarks
 
 TOPIC = "ledger"
 RECORDS = 600
-
-
-@pytest.fixture
-def single_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperEnsemble]:
-    zk = started_ensemble(tmp_path / "zookeeper", 1)
-    try:
-        yield zk
-    finally:
-        zk.stop()
 
 
 @pytest.fixture
