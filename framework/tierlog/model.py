@@ -368,6 +368,18 @@ class RemoteLogSegmentMetadata:
                 return pairs[index + 1][1] - 1 if index + 1 < len(pairs) else self.end_offset
         return None
 
+    def update_to(
+        self, state: RemoteLogSegmentState, broker_id: int, event_timestamp_ms: int
+    ) -> RemoteLogSegmentMetadataUpdate:
+        """The event that moves this segment to ``state``, keeping its custom metadata."""
+        return RemoteLogSegmentMetadataUpdate(
+            self.remote_log_segment_id,
+            event_timestamp_ms,
+            self.custom_metadata,
+            state,
+            broker_id,
+        )
+
     def create_with_updates(
         self, update: RemoteLogSegmentMetadataUpdate
     ) -> RemoteLogSegmentMetadata:

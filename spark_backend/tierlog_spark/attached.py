@@ -42,7 +42,6 @@ from tierlog.log import LeaderEpochCache, LeaderEpochCheckpointFile, UploadableS
 from tierlog.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
     TopicIdPartition,
     TopicPartition,
@@ -398,13 +397,7 @@ class AttachedBroker:
 
     def _update(self, segment: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
         self.metadata.update_remote_log_segment_metadata(
-            RemoteLogSegmentMetadataUpdate(
-                segment.remote_log_segment_id,
-                now_ms(),
-                segment.custom_metadata,
-                state,
-                self.broker_id,
-            )
+            segment.update_to(state, self.broker_id, now_ms())
         )
 
 

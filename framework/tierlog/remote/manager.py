@@ -40,7 +40,6 @@ from ..model import (
     IndexType,
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
-    RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
     TopicIdPartition,
     TopicPartition,
@@ -319,13 +318,7 @@ class RemoteLogManager:
 
     def _update(self, segment: RemoteLogSegmentMetadata, state: RemoteLogSegmentState) -> None:
         self.metadata.update_remote_log_segment_metadata(
-            RemoteLogSegmentMetadataUpdate(
-                segment.remote_log_segment_id,
-                now_ms(),
-                segment.custom_metadata,
-                state,
-                self.broker_id,
-            )
+            segment.update_to(state, self.broker_id, now_ms())
         )
 
     # --- scheduling -----------------------------------------------------------------------
