@@ -4,7 +4,8 @@ The runtime's copy task and a bulk tiering job that runs beside the broker (the 
 job, in a process of its own) must never both upload a partition's segments, or one range would
 be tiered twice. Each takes an exclusive ``flock`` on ``copy-slot.lock`` in the partition's
 directory before it uploads anything, without waiting: the copy task skips a partition whose
-slot another process holds and tries again at its next run; the job refuses the partition. The
+slot another process holds and tries again after ``remote.log.manager.task.retry.backoff.ms``
+(or its task interval, if shorter); the job refuses the partition or waits for the slot. The
 OS drops the lock when its holder dies, even by SIGKILL, so a crashed job never blocks tiering.
 
 A job that held the slot leaves a :class:`HandBack` note beside it: the leader epoch it tiered
