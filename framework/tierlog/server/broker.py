@@ -236,6 +236,17 @@ class Broker:
     def _log_config(self, topic: TopicImage | None) -> LogConfig:
         return LogConfig.from_topic_config(self.topic_config(topic))
 
+    def opening_log_config(self, topic: str) -> LogConfig:
+        """The configs a log of ``topic`` opens with: the image's, or the stored ones while the
+        image does not have the topic (a broker of a multi-process cluster opens its logs
+        before any image reached it). A tiered log opened as untiered would take its first
+        local offset for its log start."""
+        found = self.controller.image().topic(topic)
+        if found is not None:
+            return self._log_config(found)
+        overrides = self.controller.stored_topic_configs(topic) or {}
+        return LogConfig.from_topic_config(resolve_topic_config(overrides, self.config))
+
     # --- ISR and retention (run periodically by BackgroundTasks) --------------------------
 
     def shrink_isrs(self) -> None:
@@ -344,9 +355,8 @@ class Broker:
                 existing.delete()
             log_dir = self._least_used_log_dir()
             directory = log_dir / files.log_dir_name(tp)
-            topic = self.controller.image().topic(tp.topic)
             partition_log = PartitionLog.open(
-                directory, self._log_config(topic), topic_partition=tp
+                directory, self.opening_log_config(tp.topic), topic_partition=tp
             )
             write_partition_metadata(directory, topic_id)
             created = Partition(partition_log, topic_id, self.broker_id)

@@ -13,12 +13,11 @@ import logging
 import shutil
 from typing import TYPE_CHECKING
 
-from ..config import resolve_topic_config
 from ..errors import KafkaStorageError, TierlogError
 from ..groups import GroupCoordinator
 from ..groups.lag import ConsumerLagMetrics
 from ..host import PluginHost
-from ..log import DirectoryLock, LogConfig, PartitionLog, files
+from ..log import DirectoryLock, PartitionLog, files
 from ..log.cleaner import CleanerSettings, LogCleaner
 from ..remote import CACHE_DIR_NAME, SCRATCH_DIR_NAME, RemoteLogManager
 from . import configs as config_ops
@@ -61,8 +60,8 @@ def apply_stored_broker_configs(broker: Broker) -> None:
 
 def recover_logs(broker: Broker) -> None:
     """Opens every partition directory (recovering torn tails); finishes deletions that a stop
-    interrupted and skips what is not a partition. Each log opens with its topic's stored
-    configs: a tiered log's start depends on knowing it is tiered."""
+    interrupted and skips what is not a partition. Each log opens with its topic's configs
+    (``Broker.opening_log_config``)."""
     for log_dir in broker.log_dirs:
         for path in sorted(log_dir.iterdir()):
             if not path.is_dir():
@@ -77,10 +76,7 @@ def recover_logs(broker: Broker) -> None:
             except ValueError:
                 log.warning("ignoring %s: not a partition directory", path)
                 continue
-            overrides = broker.controller.stored_topic_configs(tp.topic)
-            config = LogConfig.from_topic_config(
-                resolve_topic_config(overrides or {}, broker.config)
-            )
+            config = broker.opening_log_config(tp.topic)
             partition_log = PartitionLog.open(path, config, topic_partition=tp)
             broker._partitions[tp] = Partition(
                 partition_log, read_partition_metadata(path), broker.broker_id
