@@ -179,7 +179,7 @@ class ClientConsumer(Protocol):
     def positions(self) -> dict[TP, int]:
         """Where each partition's reading starts, once the client has resolved it."""
 
-    def read(self, until: Mapping[TP, int], timeout: float = 30.0) -> list[Stored]:
+    def read(self, until: Mapping[TP, int], timeout: float = 60.0) -> list[Stored]:
         """Everything from the positions on, until each partition reaches its end offset."""
 
     def read_for(self, seconds: float) -> list[Stored]:
@@ -197,7 +197,7 @@ class _Reads:
     def _poll(self, seconds: float) -> list[Stored]:
         raise NotImplementedError
 
-    def read(self, until: Mapping[TP, int], timeout: float = 30.0) -> list[Stored]:
+    def read(self, until: Mapping[TP, int], timeout: float = 60.0) -> list[Stored]:
         received, self._pending = self._pending, []
         deadline = time.monotonic() + timeout
         while True:
@@ -626,6 +626,16 @@ def produce(
 
 
 OpenConsumer = Callable[..., ClientConsumer]
+
+
+@pytest.fixture(autouse=True)
+def _no_member_outlives_its_test() -> Iterator[None]:
+    """A group member a failed test left polling would go on retrying once the cluster is
+    gone, and its leaked sockets would fail whichever test the garbage collector runs in."""
+    yield
+    from .groups_members import stop_running_members
+
+    stop_running_members()
 
 
 @pytest.fixture

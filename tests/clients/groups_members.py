@@ -9,14 +9,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import kafka
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups import GroupState
 from tierlog.groups.classic_group import ClassicGroup
 from tierlog.groups.subscriptions import assigned_partitions
+
+from tests.remote.conftest import wait_until
 
 from .conftest import aiokafka, confluent_kafka
 
@@ -26,7 +27,12 @@ HEARTBEAT_MS = 300
 
 
 class Member:
-    """A subscribed consumer of ``library`` polling ``topic`` for ``group`` until stopped."""
+    """A subscribed consumer of ``library`` polling ``topic`` for ``group`` until stopped.
+
+    Every member still polling when its test ends is stopped by :func:`stop_running_members`,
+    so a failed test never leaves a consumer retrying against a cluster that is gone."""
+
+    running: ClassVar[set[Member]] = set()
 
     def __init__(
         self, library: str, bootstrap: str, group: str, topic: str, **settings: object
@@ -44,6 +50,7 @@ class Member:
         self._committed = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"member-{library}", daemon=True)
+        Member.running.add(self)
         self._thread.start()
 
     # --- from the test -------------------------------------------------------------------
@@ -64,6 +71,7 @@ class Member:
         self._stop.set()
         self._thread.join(30)
         assert not self._thread.is_alive(), f"{self.library} did not stop"
+        Member.running.discard(self)
         assert not self.errors, self.errors
 
     # --- the polling thread --------------------------------------------------------------
@@ -115,9 +123,9 @@ class Member:
             consumer.close()
 
     def _run_kafka_python(self) -> None:
-        consumer = kafka.KafkaConsumer(
+        consumer = kafka_python_subscriber(
+            self.bootstrap,
             self.topic,
-            bootstrap_servers=self.bootstrap,
             group_id=self.group,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
@@ -132,8 +140,11 @@ class Member:
                         self._got(tp.partition, m.offset, m.value)
                 self.assignment = frozenset(tp.partition for tp in consumer.assignment())
                 if self._commit.is_set():
+                    try:
+                        consumer.commit()
+                    except kafka.errors.RebalanceInProgressError:
+                        continue  # the next poll completes the rebalance, then it commits
                     self._commit.clear()
-                    consumer.commit()
                     self._committed.set()
         finally:
             consumer.close()
@@ -166,13 +177,16 @@ class Member:
 
 
 _PROCESS_MEMBER = """
-import sys, kafka
+import sys, time, kafka
 bootstrap, group, topic, session, heartbeat = sys.argv[1:6]
 consumer = kafka.KafkaConsumer(
-    topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+    bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
     enable_auto_commit=False, session_timeout_ms=int(session),
     heartbeat_interval_ms=int(heartbeat),
 )
+while not consumer.partitions_for_topic(topic):  # see kafka_python_subscriber
+    time.sleep(0.05)
+consumer.subscribe([topic])
 last = None
 while True:
     consumer.poll(timeout_ms=50)
@@ -257,15 +271,29 @@ class GenerationLog:
         return self.generations
 
 
-def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+def kafka_python_subscriber(bootstrap: str, topic: str, **settings: object) -> Any:
+    """A kafka-python consumer in a classic group, subscribed once it knows ``topic``.
+
+    A group leader whose metadata lacks the topic assigns nothing and rebalances again on its
+    next refresh, and kafka-python 3.0.12 can lose that second assignment when a poll times out
+    during it: the member then never reads."""
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, **settings)
+    try:
+        wait_until(lambda: consumer.partitions_for_topic(topic), f"kafka-python to know {topic}")
+    except BaseException:
+        consumer.close()
+        raise
+    consumer.subscribe([topic])
+    return consumer
+
+
+def stop_running_members() -> None:
+    """Stops the members a test left polling (it failed before it could stop them)."""
+    for member in list(Member.running):
+        member._stop.set()
+    for member in list(Member.running):
+        member._thread.join(30)
+        Member.running.discard(member)
 
 
 def split_evenly(assignments: list[frozenset[int]], partitions: int) -> bool:

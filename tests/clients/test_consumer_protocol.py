@@ -23,6 +23,7 @@ from tierlog.server.internal_topics import CONSUMER_OFFSETS_TOPIC
 from tests.remote.conftest import wait_until
 
 from .conftest import confluent_kafka, create_topic, leader_of, listening
+from .groups_members import kafka_python_subscriber
 
 PARTITIONS = 6
 PER_PARTITION = 20
@@ -105,7 +106,7 @@ def positions(members: list[Member]) -> dict[int, int]:
     return found
 
 
-def run(members: list[Member], until: Any, what: Any, timeout: float = 30.0) -> None:
+def run(members: list[Member], until: Any, what: Any, timeout: float = 60.0) -> None:
     """Polls every open member in turn until ``until()`` holds; after every round no partition
     is held by two members (a partition moves only once its owner has given it up)."""
     deadline = time.monotonic() + timeout
@@ -142,18 +143,14 @@ def describe(cluster: EmbeddedCluster, group: str) -> Any:
 
 
 def classic_consumer(cluster: EmbeddedCluster, topic: str, group: str) -> Any:
-    """A kafka-python consumer in a classic group, subscribed once it knows the topic: a leader
-    whose metadata lacks the topic assigns nothing and rebalances again on its next refresh,
-    and kafka-python 3.0.12 can lose that second assignment when a poll times out during it."""
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=cluster.bootstrap_servers,
+    """A kafka-python consumer in a classic group (see :func:`kafka_python_subscriber`)."""
+    return kafka_python_subscriber(
+        cluster.bootstrap_servers,
+        topic,
         group_id=group,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
     )
-    wait_until(lambda: consumer.partitions_for_topic(topic), f"kafka-python to know {topic}")
-    consumer.subscribe([topic])
-    return consumer
 
 
 @pytest.fixture
@@ -306,13 +303,21 @@ def test_an_empty_group_changes_protocol_keeping_its_offsets(
     def classic_reads(count: int) -> list[tuple[int, int]]:
         consumer = classic_consumer(cluster, "switch", "switching")
         read: list[tuple[int, int]] = []
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         try:
             while len(read) < count:
                 assert time.monotonic() < deadline, f"classic read {len(read)} of {count}"
                 for batch in consumer.poll(timeout_ms=100, max_records=count - len(read)).values():
                     read.extend((r.partition, r.offset) for r in batch)
-            consumer.commit()
+            while True:
+                try:
+                    consumer.commit()
+                    break
+                except kafka.errors.RebalanceInProgressError:
+                    assert time.monotonic() < deadline, "a classic commit during a rebalance"
+                    # The poll completes the rebalance; what it reads is committed with the rest.
+                    for batch in consumer.poll(timeout_ms=100).values():
+                        read.extend((r.partition, r.offset) for r in batch)
         finally:
             consumer.close()
         return read

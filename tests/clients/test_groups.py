@@ -12,8 +12,10 @@ import kafka
 import pytest
 from tierlog.cluster import EmbeddedCluster
 
+from tests.remote.conftest import wait_until
+
 from .conftest import LIBRARIES, create_topic, listening
-from .groups_members import GenerationLog, Member, ProcessMember, split_evenly, wait_for
+from .groups_members import GenerationLog, Member, ProcessMember, split_evenly
 
 #: Groups start at once, sessions may be short, and the offsets topic is small.
 GROUP_SETTINGS: dict[str, object] = {
@@ -48,15 +50,15 @@ def test_subscribe_commit_and_resume(cluster: EmbeddedCluster, library: str) -> 
     bootstrap = cluster.bootstrap_servers
     first = _produce(bootstrap, topic, 30, 3, "first")
     member = Member(library, bootstrap, group, topic)
-    wait_for(lambda: len(member.records()) >= 30, "the first records")
+    wait_until(lambda: len(member.records()) >= 30, "the first records")
     member.commit()
     member.stop()
     assert {value for _, _, value in member.records()} == first
     second = _produce(bootstrap, topic, 9, 3, "second")
     resumed = Member(library, bootstrap, group, topic)
     try:
-        wait_for(lambda: len(resumed.records()) >= 9, "the records after the commit")
-        wait_for(lambda: resumed.assignment == {0, 1, 2}, "the whole topic")
+        wait_until(lambda: len(resumed.records()) >= 9, "the records after the commit")
+        wait_until(lambda: resumed.assignment == {0, 1, 2}, "the whole topic")
     finally:
         resumed.stop()
     # It starts from the committed offsets: nothing of the first batch again.
@@ -73,30 +75,32 @@ def test_a_mixed_group_rebalances_on_join_leave_and_kill(cluster: EmbeddedCluste
     members = [Member("confluent-kafka", bootstrap, group, topic)]
     killed: ProcessMember | None = None
     try:
-        wait_for(lambda: members[0].assignment == set(range(partitions)), "the first member")
+        wait_until(lambda: members[0].assignment == set(range(partitions)), "the first member")
         members += [
             Member("kafka-python", bootstrap, group, topic),
             Member("aiokafka", bootstrap, group, topic),
         ]
-        wait_for(lambda: split_evenly([m.assignment for m in members], partitions), "three members")
+        wait_until(
+            lambda: split_evenly([m.assignment for m in members], partitions), "three members"
+        )
         killed = ProcessMember(bootstrap, group, topic)
-        wait_for(
+        wait_until(
             lambda: split_evenly([m.assignment for m in members] + [killed.assignment], partitions),
             "four members",
         )
         killed.kill()
         # No LeaveGroup: the others take its partitions once its session has expired.
-        wait_for(
+        wait_until(
             lambda: split_evenly([m.assignment for m in members], partitions),
             "three members after the kill",
         )
         leaving = members.pop(1)
         leaving.stop()  # kafka-python leaves the group
-        wait_for(
+        wait_until(
             lambda: split_evenly([m.assignment for m in members], partitions),
             "two members after one left",
         )
-        wait_for(
+        wait_until(
             lambda: {v for m in [*members, leaving] for _, _, v in m.records()} >= sent,
             "every record read",
         )
@@ -121,7 +125,7 @@ def test_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
         create_topic(cluster, "durable", 2)
         before = _produce(cluster.bootstrap_servers, "durable", 20, 2, "before")
         member = Member("aiokafka", cluster.bootstrap_servers, "durable-group", "durable")
-        wait_for(lambda: len(member.records()) >= 20, "the records")
+        wait_until(lambda: len(member.records()) >= 20, "the records")
         member.commit()
         member.stop()
         assert {v for _, _, v in member.records()} == before
@@ -129,7 +133,7 @@ def test_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
         after = _produce(cluster.bootstrap_servers, "durable", 4, 2, "after")
         resumed = Member("confluent-kafka", cluster.bootstrap_servers, "durable-group", "durable")
         try:
-            wait_for(lambda: len(resumed.records()) >= 4, "the records after the restart")
+            wait_until(lambda: len(resumed.records()) >= 4, "the records after the restart")
         finally:
             resumed.stop()
         assert {v for _, _, v in resumed.records()} == after
@@ -142,7 +146,7 @@ def test_offsets_survive_a_coordinator_failover(tmp_path: Path) -> None:
         create_topic(cluster, "moved", 2, replication_factor=3)
         before = _produce(cluster.bootstrap_servers, "moved", 20, 2, "before")
         member = Member("confluent-kafka", cluster.bootstrap_servers, "moving-group", "moved")
-        wait_for(lambda: len(member.records()) >= 20, "the records")
+        wait_until(lambda: len(member.records()) >= 20, "the records")
         member.commit()
         member.stop()
         assert {v for _, _, v in member.records()} == before
@@ -158,7 +162,7 @@ def test_offsets_survive_a_coordinator_failover(tmp_path: Path) -> None:
         after = _produce(cluster.bootstrap_servers, "moved", 4, 2, "after")
         resumed = Member("kafka-python", cluster.bootstrap_servers, "moving-group", "moved")
         try:
-            wait_for(lambda: len(resumed.records()) >= 4, "the records after the failover")
+            wait_until(lambda: len(resumed.records()) >= 4, "the records after the failover")
         finally:
             resumed.stop()
         assert {v for _, _, v in resumed.records()} == after
@@ -214,8 +218,8 @@ def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
     first = Member("confluent-kafka", bootstrap, group, topic, **static)
     other = Member("confluent-kafka", bootstrap, group, topic)
     try:
-        wait_for(lambda: split_evenly([first.assignment, other.assignment], partitions), "two")
-        wait_for(
+        wait_until(lambda: split_evenly([first.assignment, other.assignment], partitions), "two")
+        wait_until(
             lambda: any(len(owners) == 2 for owners in generations.generations.values()),
             "the coordinator's generation of two",
         )
@@ -223,7 +227,7 @@ def test_a_static_member_returns_to_its_partitions_without_a_rebalance(
         kept = first.assignment
         first.stop()  # a static member closing does not leave the group (KIP-345)
         back = Member("confluent-kafka", bootstrap, group, topic, **static)
-        wait_for(lambda: back.assignment == kept, "the same partitions again")
+        wait_until(lambda: back.assignment == kept, "the same partitions again")
         assert other.assignment == set(range(partitions)) - kept
         back.stop()
     finally:

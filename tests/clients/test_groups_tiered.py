@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.remote.conftest import wait_until
+
 from .conftest import (
     LIBRARIES,
     TIERED_TOPIC,
@@ -18,7 +20,7 @@ from .conftest import (
     meter_count,
     wait_offloaded,
 )
-from .groups_members import Member, wait_for
+from .groups_members import Member
 
 TOPIC = "tiered-group"
 PARTITIONS = 2
@@ -60,7 +62,9 @@ def test_a_committed_offset_in_the_remote_tier_is_read_from_there(
         wanted = {(r.partition, r.offset) for r in acked if r.offset >= committed[r.partition]}
         member = Member(library, cluster.bootstrap_servers, "resumer", TOPIC)
         try:
-            wait_for(lambda: {(p, o) for p, o, _ in member.records()} >= wanted, "the records", 60)
+            wait_until(
+                lambda: {(p, o) for p, o, _ in member.records()} >= wanted, "the records", 60
+            )
         finally:
             member.stop()
         read = member.records()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -267,18 +266,6 @@ class GroupClient(RawClient):
             ],
         )
         return self.call(request, 0)
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    """Polls ``condition`` until it is truthy (returns its value) or fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def connect(cluster: EmbeddedCluster, broker_id: int = 0) -> GroupClient:

@@ -12,7 +12,9 @@ from typing import Any
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups.subscriptions import assigned_partitions
 
-from .conftest import GroupClient, connect, groups_ready, wait_until
+from tests.remote.conftest import wait_until
+
+from .conftest import GroupClient, connect, groups_ready
 
 NONE = 0
 ILLEGAL_GENERATION = 22

@@ -9,7 +9,9 @@ from tierlog.groups import GroupCoordinator
 from tierlog.groups.classic_group import now_ms
 from tierlog.groups.retention import expire_offsets
 
-from .conftest import GroupClient, connect, create_topic, wait_until
+from tests.remote.conftest import wait_until
+
+from .conftest import GroupClient, connect, create_topic
 
 NONE = 0
 OFFSET_METADATA_TOO_LARGE = 12

@@ -114,7 +114,7 @@ class StorageHistory:
         return result
 
 
-def wait_until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> Any:
+def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> Any:
     """Polls ``condition`` until it is truthy (returns its value) or fails after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
