@@ -28,7 +28,8 @@ from tierlog.records import RecordBatch, iter_batches
 from tierlog.server import protocol as p
 from tierlog.server.partition import Partition
 
-from tests.remote.conftest import tiered_settings, wait_until
+from tests.remote.conftest import tiered_settings
+from tests.waiting import wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 aiokafka = pytest.importorskip("aiokafka")

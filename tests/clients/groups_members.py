@@ -17,7 +17,7 @@ from tierlog.groups import GroupState
 from tierlog.groups.classic_group import ClassicGroup
 from tierlog.groups.subscriptions import assigned_partitions
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import aiokafka, confluent_kafka
 

@@ -34,7 +34,7 @@ from kafka.admin import NewPartitions as KafkaNewPartitions
 from kafka.admin import NewTopic as KafkaNewTopic
 from tierlog.cluster import EmbeddedCluster
 
-from ..remote.conftest import wait_until
+from tests.waiting import wait_until
 
 WAIT = 30.0
 

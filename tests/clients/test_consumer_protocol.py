@@ -20,7 +20,7 @@ from tierlog.groups import group_partition
 from tierlog.groups.consumer_protocol import ConsumerGroupDescribeRequest
 from tierlog.server.internal_topics import CONSUMER_OFFSETS_TOPIC
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import confluent_kafka, create_topic, leader_of, listening
 from .groups_members import kafka_python_subscriber

@@ -12,7 +12,7 @@ import kafka
 import pytest
 from tierlog.cluster import EmbeddedCluster
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import LIBRARIES, create_topic, listening
 from .groups_members import GenerationLog, Member, ProcessMember, split_evenly

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import (
     LIBRARIES,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from tierlog.cluster import EmbeddedCluster
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import (
     EARLIEST,

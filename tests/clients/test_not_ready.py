@@ -15,7 +15,7 @@ import pytest
 from tierlog import hookimpl
 from tierlog.cluster import EmbeddedCluster
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import (
     EARLIEST,

@@ -19,7 +19,8 @@ from confluent_kafka.admin import (
 )
 from tierlog.cluster import EmbeddedCluster
 
-from tests.remote.conftest import StorageHistory, wait_until
+from tests.remote.conftest import StorageHistory
+from tests.waiting import wait_until
 
 from .conftest import (
     TIERED_TOPIC,

@@ -23,8 +23,8 @@ from tierlog.model import IndexType
 from tierlog.plugins import ENV_TRACE
 from tierlog_fsspec.config import config_def as fsspec_config_def
 
-from tests.remote.conftest import wait_until
 from tests.server.conftest import Client, batch, values
+from tests.waiting import wait_until
 
 from .conftest import Target
 from .flaky import FlakyFileSystem, register

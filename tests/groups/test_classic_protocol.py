@@ -12,7 +12,7 @@ from typing import Any
 from tierlog.cluster import EmbeddedCluster
 from tierlog.groups.subscriptions import assigned_partitions
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import GroupClient, connect, groups_ready
 

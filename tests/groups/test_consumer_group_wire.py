@@ -23,7 +23,7 @@ from tierlog.client import Admin, NewTopic
 from tierlog.cluster import EmbeddedCluster
 from tierlog.wire.schemas import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 from tests.wire.raw import RawClient
 
 SETTINGS = {

@@ -12,7 +12,9 @@ from tierlog.model import TopicPartition
 from tierlog.records import iter_batches
 from tierlog.server.internal_topics import CONSUMER_OFFSETS_TOPIC
 
-from .conftest import connect, groups_ready, wait_until
+from tests.waiting import wait_until
+
+from .conftest import connect, groups_ready
 
 NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14

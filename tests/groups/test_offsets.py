@@ -9,7 +9,7 @@ from tierlog.groups import GroupCoordinator
 from tierlog.groups.classic_group import now_ms
 from tierlog.groups.retention import expire_offsets
 
-from tests.remote.conftest import wait_until
+from tests.waiting import wait_until
 
 from .conftest import GroupClient, connect, create_topic
 

@@ -9,7 +9,6 @@ fetches down or fail them.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -112,18 +111,6 @@ class StorageHistory:
         result = yield
         self._add("delete", remote_log_segment_metadata)
         return result
-
-
-def wait_until(condition: Callable[[], object], what: str, timeout: float = 60.0) -> Any:
-    """Polls ``condition`` until it is truthy (returns its value) or fails after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def tiered_settings(remote: Path, **extra: object) -> dict[str, object]:

@@ -30,8 +30,8 @@ from tests.metadata.support import (
     TIP,
     Segments,
 )
+from tests.waiting import wait_until
 
-from .conftest import wait_until
 from .test_topic_metadata import TOPIC, answers, facade_of, hold, manager_of, topic_settings
 
 Record = tuple[int, bytes | None, bytes | None]

@@ -11,8 +11,9 @@ from tierlog.client import Admin, AlterConfig, ConfigResource, Consumer
 from tierlog.model import RemoteLogSegmentState, TopicPartition
 
 from tests.server.conftest import batch
+from tests.waiting import wait_until
 
-from .conftest import Tiered, wait_until
+from .conftest import Tiered
 
 SEGMENT = "4096"
 

@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 from tierlog.server import protocol as p
 
-from .conftest import Tiered, wait_until
+from tests.waiting import wait_until
+
+from .conftest import Tiered
 
 
 def test_a_new_partition_of_a_tiered_topic_is_tiered(make_tiered: Callable[..., Tiered]) -> None:

@@ -31,8 +31,9 @@ from tierlog.server import protocol as p
 from tierlog.testing.crash import count_file_orphans
 
 from tests.server.conftest import Client, batch
+from tests.waiting import wait_until
 
-from .conftest import tiered_settings, wait_until
+from .conftest import tiered_settings
 
 pytest.importorskip("tierlog_fsspec")
 

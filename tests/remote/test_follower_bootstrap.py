@@ -13,8 +13,9 @@ from tierlog.client import Admin, AlterConfig, ConfigResource
 from tierlog.model import IndexType, TopicPartition
 
 from tests.server.conftest import batch
+from tests.waiting import wait_until
 
-from .conftest import Tiered, wait_until
+from .conftest import Tiered
 from .test_copy import consume_all
 
 SEGMENT = "4096"

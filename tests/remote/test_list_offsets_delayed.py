@@ -10,8 +10,9 @@ from tierlog.errors import ReplicaNotAvailableError, RequestTimedOutError, Unkno
 from tierlog.server import protocol as p
 
 from tests.server.conftest import T0, batch, offsets
+from tests.waiting import wait_until
 
-from .conftest import Tiered, wait_until
+from .conftest import Tiered
 
 T = T0 - 60_000
 READER = "remote-log-reader"

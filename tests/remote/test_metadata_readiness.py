@@ -25,8 +25,8 @@ from tierlog.model import TopicIdPartition, TopicPartition
 from tierlog.server import protocol as p
 
 from tests.server.conftest import Client, batch, offsets
+from tests.waiting import wait_until
 
-from .conftest import wait_until
 from .test_topic_metadata import facade_of, manager_of, topic_settings
 
 METADATA_TOPIC = "__remote_log_metadata"

@@ -6,7 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
-from .conftest import Tiered, wait_until
+from tests.waiting import wait_until
+
+from .conftest import Tiered
 
 
 def test_copy_fetch_delete_and_pool_metrics(make_tiered: Callable[..., Tiered]) -> None:

@@ -15,8 +15,9 @@ from tierlog.errors import error_for_code
 from tierlog.server import protocol as p
 
 from tests.server.conftest import Client, batch, offsets
+from tests.waiting import wait_until
 
-from .conftest import tiered_settings, wait_until
+from .conftest import tiered_settings
 
 
 class Readiness:

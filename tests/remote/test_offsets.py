@@ -7,8 +7,9 @@ from collections.abc import Callable
 from tierlog.server import protocol as p
 
 from tests.server.conftest import T0, batch
+from tests.waiting import wait_until
 
-from .conftest import Tiered, wait_until
+from .conftest import Tiered
 
 T = T0 - 60_000
 

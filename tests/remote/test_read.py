@@ -11,8 +11,9 @@ from tierlog.records import iter_batches
 from tierlog.server import protocol as p
 
 from tests.server.conftest import batch, offsets, values
+from tests.waiting import wait_until
 
-from .conftest import Tiered, wait_until
+from .conftest import Tiered
 
 
 def offloaded(

@@ -19,8 +19,9 @@ from tierlog.model import IndexType, RemoteLogSegmentState, TopicIdPartition, To
 from tierlog.server import protocol as p
 
 from tests.server.conftest import batch
+from tests.waiting import wait_until
 
-from .conftest import Tiered, wait_until
+from .conftest import Tiered
 from .test_copy import consume_all
 
 PARTITIONS = 3

@@ -10,8 +10,9 @@ from tierlog.model import TopicPartition
 from tierlog.server import protocol as p
 
 from tests.server.conftest import offsets
+from tests.waiting import wait_until
 
-from .conftest import Tiered, wait_until
+from .conftest import Tiered
 
 SEGMENT = "4096"
 

@@ -12,7 +12,9 @@ from tierlog.client import Admin
 from tierlog.errors import RemoteResourceNotFoundError, RemoteStorageNotReadyError
 from tierlog.model import RemoteLogSegmentState, TopicIdPartition, TopicPartition
 
-from .conftest import Tiered, wait_until
+from tests.waiting import wait_until
+
+from .conftest import Tiered
 
 SEGMENT = "4096"
 

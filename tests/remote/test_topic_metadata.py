@@ -70,8 +70,9 @@ from tests.metadata.test_memory_manager import (  # noqa: F401 - collected here 
     test_update_for_an_unknown_segment_is_not_found,
 )
 from tests.server.conftest import batch
+from tests.waiting import wait_until
 
-from .conftest import tiered_settings, wait_until
+from .conftest import tiered_settings
 
 TOPIC = "__remote_log_metadata"
 

@@ -21,8 +21,8 @@ from tierlog.errors import OffsetNotAvailableError
 from tierlog.model import TopicPartition
 from tierlog.server import protocol as p
 
-from tests.remote.conftest import wait_until
 from tests.server.conftest import Client
+from tests.waiting import wait_until
 
 RECORDS = 30
 #: No periodic high watermark checkpoint: the crash leaves none behind.

@@ -27,9 +27,9 @@ from tierlog.server import protocol as p
 from tierlog_spark.metadata_source import load_remote_log_metadata
 from tierlog_spark.planning import SegmentRange, plan_reads
 
-from tests.remote.conftest import wait_until
 from tests.server.conftest import T0, Client
 from tests.spark.tiered import spark_settings, upload_again
+from tests.waiting import wait_until
 
 pytest.importorskip("tierlog_fsspec")
 

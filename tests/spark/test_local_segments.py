@@ -28,8 +28,8 @@ from tierlog_spark.local_segments import LocalRange, plan_local_reads
 from tierlog_spark.metadata_source import load_remote_log_metadata
 from tierlog_spark.planning import Bounds, plan_reads
 
-from tests.remote.conftest import wait_until
 from tests.server.conftest import T0
+from tests.waiting import wait_until
 
 from .tiered import TieredCluster, tiered_cluster
 

@@ -23,8 +23,9 @@ from tierlog.model import (
 from tierlog.records import RecordBatchBuilder
 from tierlog.server import protocol as p
 
-from tests.remote.conftest import tiered_settings, wait_until
+from tests.remote.conftest import tiered_settings
 from tests.server.conftest import T0, Client
+from tests.waiting import wait_until
 
 #: A record as the tests compare it: (topic, partition, offset, value, timestamp ms).
 Record = tuple[str, int, int, bytes, int]
