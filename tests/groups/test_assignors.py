@@ -50,7 +50,7 @@ def _check_complete(members: dict, counts: dict, result: dict) -> None:
         assert all(parts for parts in assignment.values()), "empty topic entries are left out"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(groups())
 def test_every_subscribed_partition_is_assigned_exactly_once(group: tuple) -> None:
     members, counts = group
@@ -58,7 +58,7 @@ def test_every_subscribed_partition_is_assigned_exactly_once(group: tuple) -> No
         _check_complete(members, counts, assignor.assign(members, counts))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(groups())
 def test_uniform_leaves_no_move_that_would_even_two_members(group: tuple) -> None:
     members, counts = group
@@ -71,7 +71,7 @@ def test_uniform_leaves_no_move_that_would_even_two_members(group: tuple) -> Non
                     assert load[member] - load[other] <= 1
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(groups(homogeneous=True))
 def test_uniform_with_one_subscription_differs_by_at_most_one(group: tuple) -> None:
     members, counts = group
@@ -80,7 +80,7 @@ def test_uniform_with_one_subscription_differs_by_at_most_one(group: tuple) -> N
         assert max(loads) - min(loads) <= 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(groups(homogeneous=True), st.data())
 def test_uniform_is_sticky_when_a_member_joins_or_leaves(group: tuple, data: st.DataObject) -> None:
     members, counts = group
@@ -103,7 +103,7 @@ def test_uniform_is_sticky_when_a_member_joins_or_leaves(group: tuple, data: st.
         assert len(before & after) >= min(len(before), floor)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(groups(homogeneous=True))
 def test_range_co_partitions_topics_of_the_same_size(group: tuple) -> None:
     members, counts = group
