@@ -68,11 +68,15 @@ class Member:
 
     def stop(self) -> None:
         """Closes the consumer (it leaves the group) and waits for its thread."""
+        self.halt()
+        assert not self._thread.is_alive(), f"{self.library} did not stop"
+        assert not self.errors, self.errors
+
+    def halt(self) -> None:
+        """Closes the consumer and waits for its thread, asserting nothing."""
         self._stop.set()
         self._thread.join(30)
-        assert not self._thread.is_alive(), f"{self.library} did not stop"
         Member.running.discard(self)
-        assert not self.errors, self.errors
 
     # --- the polling thread --------------------------------------------------------------
 
@@ -290,10 +294,7 @@ def kafka_python_subscriber(bootstrap: str, topic: str, **settings: object) -> A
 def stop_running_members() -> None:
     """Stops the members a test left polling (it failed before it could stop them)."""
     for member in list(Member.running):
-        member._stop.set()
-    for member in list(Member.running):
-        member._thread.join(30)
-        Member.running.discard(member)
+        member.halt()
 
 
 def split_evenly(assignments: list[frozenset[int]], partitions: int) -> bool:

@@ -243,8 +243,9 @@ class Broker:
         local offset for its log start."""
         found = self.controller.image().topic(topic)
         if found is not None:
-            return self._log_config(found)
-        overrides = self.controller.stored_topic_configs(topic) or {}
+            overrides = found.configs
+        else:
+            overrides = self.controller.stored_topic_configs(topic) or {}
         return LogConfig.from_topic_config(resolve_topic_config(overrides, self.config))
 
     # --- ISR and retention (run periodically by BackgroundTasks) --------------------------
