@@ -39,7 +39,8 @@ class Event:
 
 
 class StorageHistory:
-    """Records every storage call; ``fetch_delay`` (seconds) slows segment fetches.
+    """Records every storage call; ``fetch_delay`` and ``copy_delay`` (seconds, or until
+    ``release`` is set) slow segment fetches and copies.
 
     ``fail_copies``, ``fail_fetches`` and ``fail_deletes`` make that many next copies,
     segment fetches or deletions fail.
@@ -48,6 +49,7 @@ class StorageHistory:
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.fetch_delay = 0.0
+        self.copy_delay = 0.0
         self.fail_copies = 0
         self.fail_fetches = 0
         self.fail_deletes = 0
@@ -75,6 +77,8 @@ class StorageHistory:
     def tierlog_copy_log_segment_data(
         self, remote_log_segment_metadata: Any, log_segment_data: Any
     ) -> Generator[None, Any, Any]:
+        if self.copy_delay:
+            self.release.wait(self.copy_delay)
         if self.fail_copies > 0:
             self.fail_copies -= 1
             raise OSError("injected copy failure")

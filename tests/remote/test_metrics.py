@@ -48,10 +48,38 @@ def test_copy_fetch_delete_and_pool_metrics(make_tiered: Callable[..., Tiered]) 
         ),
         "remote size",
     )
-    assert value("RemoteCopyLagSegments") >= 0  # type: ignore[operator]
-    assert value("RemoteCopyLagBytes") >= 0  # type: ignore[operator]
+    # every rolled segment is tiered in the end: nothing is left only on the local disk
+    wait_until(lambda: value("RemoteCopyLagSegments") == 0, "no segment lagging")
+    assert value("RemoteCopyLagBytes") == 0
     assert registry.value("RemoteStorageThreadPool", "RemoteLogReaderTaskQueueSize") == 0
     assert registry.value("RemoteStorageThreadPool", "RemoteLogReaderActiveThreads") == 0
+
+
+def test_copy_lag_is_reported_while_the_first_upload_is_still_running(
+    make_tiered: Callable[..., Tiered],
+) -> None:
+    tiered = make_tiered(1)
+    tiered.history.copy_delay = 120.0  # every upload waits until the test releases them
+    tiered.client.create("t", segment_bytes="4096", remote_storage_enable="true")
+    tiered.fill("t", 12)
+    registry = tiered.cluster.broker(0).plugin_host.metrics  # type: ignore[union-attr]
+
+    def lag(name: str) -> object:
+        try:
+            return registry.value("BrokerTopicMetrics", name, topic="t", partition="0")
+        except KeyError:  # not reported yet
+            return None
+
+    rolled = len([s for s in tiered.log("t").segments() if not s.is_active])
+    assert rolled >= 2
+    wait_until(lambda: lag("RemoteCopyLagSegments") is not None, "the lag reported")
+    assert lag("RemoteCopyLagSegments") == rolled
+    assert lag("RemoteCopyLagBytes") > 0  # type: ignore[operator]
+    assert not tiered.history.of("copy")  # no upload has ended yet
+    tiered.history.release.set()
+    wait_until(lambda: lag("RemoteCopyLagSegments") == 0, "every rolled segment tiered")
+    assert lag("RemoteCopyLagBytes") == 0
+    assert len(tiered.history.of("copy")) >= rolled
 
 
 def test_a_brokers_metrics_are_read_from_the_cluster_by_name_and_tags(

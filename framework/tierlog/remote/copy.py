@@ -81,6 +81,8 @@ def copy_log_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
         plog.highest_offset_in_remote_storage = find_highest_remote_offset(rlm, plog, tip)
         task.initialized = True
     copied = 0
+    # the lag is known before the first upload ends, and shrinks with each one
+    record_lag(rlm, plog)
     try:
         for segment in candidates(plog):
             if not rlm.uploads_allowed(task):
@@ -89,6 +91,7 @@ def copy_log_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
                 continue
             copy_segment(rlm, task, plog, tip, segment)
             copied += 1
+            record_lag(rlm, plog)
     finally:
         record_lag(rlm, plog)
     return copied
