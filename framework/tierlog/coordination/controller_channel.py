@@ -20,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.client import KazooClient
@@ -35,9 +35,9 @@ from ..errors import (
     TierlogError,
     error_for_code,
 )
-from ..model import TopicPartition
+from ..model import TopicPartition, Uuid
 from ..server import protocol as p
-from ..server.image import ClusterImage, PartitionRegistration, TopicImage
+from ..server.image import ClusterImage, IsrChange, PartitionRegistration, TopicImage
 from ..server.producer_ids import ProducerIdsBlock
 from ..server.transport import Transport
 from ..server.update_metadata import image_from_update_metadata
@@ -383,69 +383,79 @@ class ControllerChannel:
     ) -> p.ListPartitionReassignmentsResponse:
         return self._forward(request, lambda c: c.list_partition_reassignments(request))  # type: ignore[no-any-return]
 
-    def alter_partition(
-        self,
-        tp: TopicPartition,
-        leader_id: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        isr: Iterable[int],
-    ) -> PartitionRegistration:
-        wanted = tuple(isr)
+    def alter_partitions(
+        self, leader_id: int, changes: Mapping[TopicPartition, IsrChange]
+    ) -> dict[TopicPartition, PartitionRegistration | TierlogError]:
         return self._call(
-            lambda c: c.alter_partition(tp, leader_id, leader_epoch, partition_epoch, wanted),
-            lambda cid: self._remote_alter_partition(
-                cid, tp, leader_id, leader_epoch, partition_epoch, wanted
-            ),
+            lambda c: c.alter_partitions(leader_id, changes),
+            lambda cid: self._remote_alter_partitions(cid, leader_id, changes),
             "AlterPartition",
             timeout_s=5.0,
         )
 
-    def _remote_alter_partition(
-        self,
-        controller_id: int,
-        tp: TopicPartition,
-        leader_id: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        isr: tuple[int, ...],
-    ) -> PartitionRegistration:
-        topic = self._image.topic(tp.topic)
-        if topic is None:
-            raise error_for_code(3)(f"unknown topic {tp.topic!r}")
+    def _remote_alter_partitions(
+        self, controller_id: int, leader_id: int, changes: Mapping[TopicPartition, IsrChange]
+    ) -> dict[TopicPartition, PartitionRegistration | TierlogError]:
+        """One AlterPartition request for every change; a partition the answer leaves out is
+        refused with NOT_CONTROLLER (asked again after the leader's backoff)."""
+        answers: dict[TopicPartition, PartitionRegistration | TierlogError] = {}
+        by_topic: dict[str, list[p.AlterPartitionPartitionData]] = {}
+        topic_ids: dict[Uuid, str] = {}
+        for tp, change in changes.items():
+            topic = self._image.topic(tp.topic)
+            if topic is None:
+                answers[tp] = error_for_code(3)(f"unknown topic {tp.topic!r}")
+                continue
+            topic_ids[topic.topic_id] = tp.topic
+            by_topic.setdefault(tp.topic, []).append(
+                p.AlterPartitionPartitionData(
+                    partition_index=tp.partition,
+                    leader_epoch=change.leader_epoch,
+                    new_isr_with_epochs=[
+                        p.BrokerState(broker_id=b, broker_epoch=-1) for b in change.isr
+                    ],
+                    partition_epoch=change.partition_epoch,
+                )
+            )
+        if not by_topic:
+            return answers
         request = p.AlterPartitionRequest(
             broker_id=leader_id,
             broker_epoch=self.broker_epoch,
             topics=[
-                p.AlterPartitionTopicData(
-                    topic_id=topic.topic_id,
-                    partitions=[
-                        p.AlterPartitionPartitionData(
-                            partition_index=tp.partition,
-                            leader_epoch=leader_epoch,
-                            new_isr_with_epochs=[
-                                p.BrokerState(broker_id=b, broker_epoch=-1) for b in isr
-                            ],
-                            partition_epoch=partition_epoch,
-                        )
-                    ],
-                )
+                p.AlterPartitionTopicData(topic_id=topic_id, partitions=by_topic[name])
+                for topic_id, name in topic_ids.items()
             ],
         )
         response = self._transport.send(controller_id, request)
         _raise_for(response.error_code, None, "AlterPartition")
         for answered in response.topics:
+            name = topic_ids.get(answered.topic_id)
+            if name is None:
+                continue
             for partition in answered.partitions:
-                _raise_for(partition.error_code, None, f"AlterPartition of {tp}")
+                tp = TopicPartition(name, partition.partition_index)
+                if tp not in changes:
+                    continue
+                if partition.error_code != p.NONE:
+                    answers[tp] = error_for_code(partition.error_code)(
+                        f"AlterPartition of {tp}: error {partition.error_code}"
+                    )
+                    continue
                 current = self._image.registration(tp)
-                return PartitionRegistration(
-                    replicas=current.replicas if current is not None else isr,
+                answers[tp] = PartitionRegistration(
+                    replicas=current.replicas if current is not None else changes[tp].isr,
                     isr=tuple(partition.isr),
                     leader=partition.leader_id,
                     leader_epoch=partition.leader_epoch,
                     partition_epoch=partition.partition_epoch,
                 )
-        raise NotControllerError(f"AlterPartition of {tp}: the controller did not answer for it")
+        for tp in changes:
+            if tp not in answers:
+                answers[tp] = NotControllerError(
+                    f"AlterPartition of {tp}: the controller did not answer for it"
+                )
+        return answers
 
     def allocate_producer_ids(self, broker_id: int) -> ProducerIdsBlock:
         def remote(controller_id: int) -> ProducerIdsBlock:

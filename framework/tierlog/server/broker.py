@@ -52,6 +52,7 @@ from ..model import TopicPartition, Uuid
 from ..remote import RemoteLogManager
 from . import broker_lifecycle as lifecycle
 from . import protocol as p
+from .alter_partition_manager import AlterPartitionManager
 from .background_tasks import BackgroundTasks
 from .controller import Controller
 from .controller_view import ControllerView
@@ -60,8 +61,8 @@ from .delayed_produce import DelayedProduce
 from .dispatch import dispatch
 from .error_responses import error_message, error_response
 from .fetch import DelayedFetch, DelayedRemoteFetch
-from .image import ClusterImage, TopicImage
-from .partition import IsrChange, Partition, write_partition_metadata
+from .image import ClusterImage, IsrChange, PartitionRegistration, TopicImage
+from .partition import Partition, write_partition_metadata
 from .produce import produce
 from .producer_ids import ProducerIdManager
 from .purgatory import DelayedOperationPurgatory
@@ -115,6 +116,8 @@ class Broker:
         self._fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] | None = None
         self._produce_purgatory: DelayedOperationPurgatory[DelayedProduce] | None = None
         self.replica_fetcher_manager: ReplicaFetcherManager | None = None
+        #: Sends the ISR changes of the partitions led here; None until started.
+        self.alter_partition_manager: AlterPartitionManager | None = None
         self._remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] | None = None
         self._remote_list_offsets_purgatory: (
             DelayedOperationPurgatory[DelayedRemoteListOffsets] | None
@@ -262,17 +265,22 @@ class Broker:
                 log.exception("ISR check of %s failed", partition.topic_partition)
 
     def alter_isr(self, partition: Partition, change: IsrChange) -> None:
-        """Sends an ISR change to the controller (never under the replica's lock)."""
-        tp = partition.topic_partition
-        try:
-            registration = self.controller.alter_partition(
-                tp, self.broker_id, change.leader_epoch, change.partition_epoch, change.isr
-            )
-        except TierlogError as err:
-            log.info("broker %d: ISR change of %s refused: %s", self.broker_id, tp, err)
+        """Queues an ISR change for the controller (never under the replica's lock)."""
+        if self.alter_partition_manager is None:  # stopping
             partition.complete_isr_change(change, None, -1)
             return
-        if partition.complete_isr_change(change, registration.isr, registration.partition_epoch):
+        self.alter_partition_manager.submit(partition, change)
+
+    def _complete_isr_change(
+        self, partition: Partition, change: IsrChange, answer: PartitionRegistration | TierlogError
+    ) -> None:
+        """Applies the controller's answer to an ISR change this broker asked for."""
+        tp = partition.topic_partition
+        if isinstance(answer, TierlogError):
+            log.info("broker %d: ISR change of %s refused: %s", self.broker_id, tp, answer)
+            partition.complete_isr_change(change, None, -1)
+            return
+        if partition.complete_isr_change(change, answer.isr, answer.partition_epoch):
             self.on_append(tp)
         else:
             self.wake_produce(tp)

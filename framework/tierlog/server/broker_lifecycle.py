@@ -21,6 +21,7 @@ from ..log import DirectoryLock, PartitionLog, files
 from ..log.cleaner import CleanerSettings, LogCleaner
 from ..remote import CACHE_DIR_NAME, SCRATCH_DIR_NAME, RemoteLogManager
 from . import configs as config_ops
+from .alter_partition_manager import AlterPartitionManager
 from .partition import Partition, read_partition_metadata
 from .purgatory import DelayedOperationPurgatory
 from .replica_fetcher import ReplicaFetcherManager
@@ -104,6 +105,10 @@ def start_services(broker: Broker, plugin_host: PluginHost) -> None:
             broker.config, plugin_host, broker_id, broker.log_dirs[0], broker._topic_switch
         )
         broker.replica_fetcher_manager.remote_log_manager = broker.remote_log_manager
+    broker.alter_partition_manager = AlterPartitionManager(
+        broker_id, broker.controller, broker._complete_isr_change
+    )
+    broker.alter_partition_manager.start()
     register_replica_metrics(broker, plugin_host.metrics)
     broker.group_coordinator = GroupCoordinator(broker)
     broker.consumer_lag = ConsumerLagMetrics(broker.group_coordinator, plugin_host.metrics)
@@ -157,6 +162,8 @@ def shutdown(broker: Broker, *, clean: bool, register: bool) -> None:
         for partition in broker._partitions.values():
             partition.make_offline()
     broker._tasks.stop()
+    if broker.alter_partition_manager is not None:
+        broker.alter_partition_manager.stop()
     if broker.log_cleaner is not None:
         broker.log_cleaner.close()
     for purgatory in (

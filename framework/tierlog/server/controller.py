@@ -47,7 +47,7 @@ from ..model import ZERO_UUID, TopicPartition, Uuid
 from . import protocol as p
 from . import reassignment
 from .configs import wire_value
-from .image import ClusterImage, PartitionRegistration, TopicImage
+from .image import ClusterImage, IsrChange, PartitionRegistration, TopicImage
 from .internal_topics import check_client_delete
 from .leader_election import elect
 from .partition_creation import plan_new_partitions
@@ -294,60 +294,102 @@ class Controller:
         partition_epoch: int,
         isr: Iterable[int],
     ) -> PartitionRegistration:
-        """A leader's ISR change (Kafka's AlterPartition); returns the new registration.
+        """One leader's ISR change (see :meth:`alter_partitions`); raises if refused."""
+        change = IsrChange(leader_epoch, partition_epoch, tuple(isr))
+        answer = self.alter_partitions(leader_id, {tp: change})[tp]
+        if isinstance(answer, TierlogError):
+            raise answer
+        return answer
 
-        Refused (raises) unless ``leader_id`` leads ``tp`` at ``leader_epoch`` and
-        ``partition_epoch`` is current, or is older and the ISR asked for is already in place
-        (the same request again, its answer lost: the current registration is the answer);
-        every new member must be a live assigned replica. The change bumps the partition epoch
-        and is published in the image; brokers learn of it from there, as KRaft brokers do, the
-        leader from the answer. An ISR that now holds every target of a reassignment completes
-        it (the replicas are told by LeaderAndIsr and StopReplica).
+    def alter_partitions(
+        self, leader_id: int, changes: Mapping[TopicPartition, IsrChange]
+    ) -> dict[TopicPartition, PartitionRegistration | TierlogError]:
+        """A leader's ISR changes (Kafka's AlterPartition), committed together; each
+        partition's answer is its new registration or the error that refused it.
+
+        A change is refused unless ``leader_id`` leads the partition at the change's leader
+        epoch and its partition epoch is current, or is older and the ISR asked for is
+        already in place (the same request again, its answer lost: the current registration
+        is the answer); every new member must be a live assigned replica. A change bumps the
+        partition epoch and is published in the image; brokers learn of it from there, as
+        KRaft brokers do, the leader from the answer. An ISR that now holds every target of a
+        reassignment completes it (the replicas are told by LeaderAndIsr and StopReplica).
+        One commit serves the whole batch: a restarted follower rejoining a thousand ISRs
+        costs a few commits, not a thousand.
         """
-        wanted = tuple(isr)
+        answers: dict[TopicPartition, PartitionRegistration | TierlogError] = {}
         with self._lock:
-            topic = self._topics.get(tp.topic)
-            reg = None if topic is None else topic.partition(tp.partition)
-            if topic is None or reg is None:
-                raise UnknownTopicOrPartitionError(f"unknown topic or partition {tp}")
-            if reg.leader != leader_id:
-                raise NotLeaderOrFollowerError(
-                    f"broker {leader_id} does not lead {tp} (leader: {reg.leader})"
-                )
-            if reg.leader_epoch != leader_epoch:
-                raise FencedLeaderEpochError(
-                    f"{tp}: leader epoch {leader_epoch}, the current is {reg.leader_epoch}"
-                )
-            if reg.isr == wanted and partition_epoch < reg.partition_epoch:
-                # Asked again after a lost answer (a timeout, a controller failover): the
-                # change is made, so the leader learns the current registration (as in Kafka,
-                # before the epoch check, or it would be refused forever).
-                return reg
-            if reg.partition_epoch != partition_epoch:
-                raise InvalidUpdateVersionError(
-                    f"{tp}: partition epoch {partition_epoch} is not the current "
-                    f"{reg.partition_epoch}"
-                )
-            if leader_id not in wanted or len(set(wanted)) != len(wanted):
-                raise InvalidRequestError(f"{tp}: invalid ISR {wanted}")
-            for replica in wanted:
-                if replica not in reg.replicas:
-                    raise InvalidRequestError(f"{tp}: {replica} is not a replica")
-                if replica not in reg.isr and replica not in self._live:
-                    raise InvalidRequestError(f"{tp}: broker {replica} is not alive")
-            updated = attrs.evolve(reg, isr=wanted, partition_epoch=reg.partition_epoch + 1)
-            self._store(tp, updated)
-            log.info("%s: ISR %s -> %s", tp, reg.isr, wanted)
-            removed = self._complete_reassignments([tp])
+            changed: list[TopicPartition] = []
+            for tp, change in changes.items():
+                try:
+                    reg = self._registration_for_isr_change(tp, leader_id, change)
+                except TierlogError as err:
+                    answers[tp] = err
+                    continue
+                if reg.isr == change.isr and change.partition_epoch < reg.partition_epoch:
+                    # Asked again after a lost answer (a timeout, a controller failover): the
+                    # change is made, so the leader learns the current registration (as in
+                    # Kafka, before the epoch check, or it would be refused forever).
+                    answers[tp] = reg
+                    continue
+                try:
+                    self._check_isr_change(tp, reg, leader_id, change)
+                except TierlogError as err:
+                    answers[tp] = err
+                    continue
+                updated = attrs.evolve(reg, isr=change.isr, partition_epoch=reg.partition_epoch + 1)
+                self._store(tp, updated)
+                log.info("%s: ISR %s -> %s", tp, reg.isr, change.isr)
+                answers[tp] = updated
+                changed.append(tp)
+            if not changed:
+                return answers
+            removed = self._complete_reassignments(changed)
             self._commit()
             if removed:
                 self._send_leader_and_isr(removed)
                 self._stop_removed_replicas(removed)
         if removed:
-            # The caller is a leader answering a follower's fetch, on that follower's fetcher
-            # thread; the brokers told here may stop that very fetcher.
+            # The caller (a leader's ISR sender, a request handler) does not wait for the
+            # brokers to apply a completed reassignment.
             self._flush_in_background()
-        return updated
+        return answers
+
+    def _registration_for_isr_change(
+        self, tp: TopicPartition, leader_id: int, change: IsrChange
+    ) -> PartitionRegistration:
+        """The registration ``change`` applies to, if ``leader_id`` leads it at its epoch."""
+        topic = self._topics.get(tp.topic)
+        reg = None if topic is None else topic.partition(tp.partition)
+        if topic is None or reg is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic or partition {tp}")
+        if reg.leader != leader_id:
+            raise NotLeaderOrFollowerError(
+                f"broker {leader_id} does not lead {tp} (leader: {reg.leader})"
+            )
+        if reg.leader_epoch != change.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{tp}: leader epoch {change.leader_epoch}, the current is {reg.leader_epoch}"
+            )
+        return reg
+
+    def _check_isr_change(
+        self, tp: TopicPartition, reg: PartitionRegistration, leader_id: int, change: IsrChange
+    ) -> None:
+        """Raises unless ``change`` is current and names live assigned replicas only."""
+        if reg.partition_epoch != change.partition_epoch:
+            raise InvalidUpdateVersionError(
+                f"{tp}: partition epoch {change.partition_epoch} is not the current "
+                f"{reg.partition_epoch}"
+            )
+        wanted = change.isr
+        if leader_id not in wanted or len(set(wanted)) != len(wanted):
+            raise InvalidRequestError(f"{tp}: invalid ISR {wanted}")
+        for replica in wanted:
+            if replica not in reg.replicas:
+                raise InvalidRequestError(f"{tp}: {replica} is not a replica")
+            if replica not in reg.isr and replica not in self._live:
+                raise InvalidRequestError(f"{tp}: broker {replica} is not alive")
 
     def _elect_leaders(
         self, needs_election: Callable[[PartitionRegistration], bool]

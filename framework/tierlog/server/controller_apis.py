@@ -20,6 +20,7 @@ from ..errors import (
 )
 from ..model import TopicPartition
 from . import protocol as p
+from .image import IsrChange, PartitionRegistration
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -63,14 +64,26 @@ def _unnamed_registration(controller: Controller, broker_id: int, broker_epoch: 
 
 
 def alter_partition(broker: Broker, request: p.AlterPartitionRequest) -> p.AlterPartitionResponse:
-    """Each partition's ISR change, answered on its own: the new registration, or the error
-    (UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER...)."""
+    """Every partition's ISR change in one commit, each answered on its own: the new
+    registration, or the error (UNKNOWN_TOPIC_ID, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
+    NOT_LEADER_OR_FOLLOWER...)."""
     controller = broker.active_controller
     if controller is None:
         return p.AlterPartitionResponse(error_code=_NOT_CONTROLLER)
     if _stale(controller, request.broker_id, request.broker_epoch):
         return p.AlterPartitionResponse(error_code=_STALE_BROKER_EPOCH)
     image = controller.image()
+    changes: dict[TopicPartition, IsrChange] = {}
+    for topic in request.topics:
+        found = image.topic_by_id(topic.topic_id)
+        for wanted in topic.partitions:
+            if found is not None:
+                changes[TopicPartition(found.name, wanted.partition_index)] = IsrChange(
+                    wanted.leader_epoch,
+                    wanted.partition_epoch,
+                    tuple(member.broker_id for member in wanted.new_isr_with_epochs),
+                )
+    answers = controller.alter_partitions(request.broker_id, changes)
     topics = []
     for topic in request.topics:
         found = image.topic_by_id(topic.topic_id)
@@ -82,33 +95,24 @@ def alter_partition(broker: Broker, request: p.AlterPartitionRequest) -> p.Alter
                 )
                 continue
             tp = TopicPartition(found.name, wanted.partition_index)
-            try:
-                reg = controller.alter_partition(
-                    tp,
-                    request.broker_id,
-                    wanted.leader_epoch,
-                    wanted.partition_epoch,
-                    [member.broker_id for member in wanted.new_isr_with_epochs],
-                )
-            except TierlogError as err:
-                log.info(
-                    "AlterPartition of %s from broker %d refused: %s", tp, request.broker_id, err
-                )
-                results.append(
-                    p.AlterPartitionPartitionResult(wanted.partition_index, error_code_of(err))
-                )
-                continue
-            results.append(
-                p.AlterPartitionPartitionResult(
-                    wanted.partition_index,
-                    leader_id=reg.leader,
-                    leader_epoch=reg.leader_epoch,
-                    isr=reg.isr,
-                    partition_epoch=reg.partition_epoch,
-                )
-            )
+            results.append(_alter_partition_result(tp, request.broker_id, answers[tp]))
         topics.append(p.AlterPartitionTopicResult(topic.topic_id, results))
     return p.AlterPartitionResponse(topics=topics)
+
+
+def _alter_partition_result(
+    tp: TopicPartition, broker_id: int, answer: PartitionRegistration | TierlogError
+) -> p.AlterPartitionPartitionResult:
+    if isinstance(answer, TierlogError):
+        log.info("AlterPartition of %s from broker %d refused: %s", tp, broker_id, answer)
+        return p.AlterPartitionPartitionResult(tp.partition, error_code_of(answer))
+    return p.AlterPartitionPartitionResult(
+        tp.partition,
+        leader_id=answer.leader,
+        leader_epoch=answer.leader_epoch,
+        isr=answer.isr,
+        partition_epoch=answer.partition_epoch,
+    )
 
 
 def allocate_producer_ids(

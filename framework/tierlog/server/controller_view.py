@@ -9,12 +9,13 @@ answer this protocol, so request handlers never know which they talk to.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
+from ..errors import TierlogError
 from ..model import TopicPartition
 from . import protocol as p
-from .image import ClusterImage, PartitionRegistration, TopicImage
+from .image import ClusterImage, IsrChange, PartitionRegistration, TopicImage
 from .producer_ids import ProducerIdsBlock
 from .transport import Transport
 
@@ -47,14 +48,12 @@ class ControllerView(Protocol):
 
     def unregister_broker(self, broker_id: int) -> None: ...
 
-    def alter_partition(
-        self,
-        tp: TopicPartition,
-        leader_id: int,
-        leader_epoch: int,
-        partition_epoch: int,
-        isr: Iterable[int],
-    ) -> PartitionRegistration: ...
+    def alter_partitions(
+        self, leader_id: int, changes: Mapping[TopicPartition, IsrChange]
+    ) -> dict[TopicPartition, PartitionRegistration | TierlogError]:
+        """A leader's ISR changes in one request: each partition's new registration, or the
+        error that refused it; raises when no controller answered at all."""
+        ...
 
     def allocate_producer_ids(self, broker_id: int) -> ProducerIdsBlock: ...
 

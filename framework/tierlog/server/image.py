@@ -32,6 +32,16 @@ def _frozen_configs(
 
 
 @attrs.frozen
+class IsrChange:
+    """An ISR a leader proposes, against the leader and partition epochs it holds (one
+    partition of Kafka's AlterPartition)."""
+
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+
+
+@attrs.frozen
 class PartitionRegistration:
     """Where one partition lives and who leads it.
 

@@ -35,6 +35,7 @@ from ..log import AppendOrigin, FetchDataInfo, FetchIsolation, LogAppendInfo, Pa
 from ..log.checkpoint import write_atomically
 from ..model import TopicPartition, Uuid
 from . import protocol as p
+from .image import IsrChange
 
 PARTITION_METADATA_FILE = "partition.metadata"
 """Kafka's file naming the topic id a partition directory belongs to (KIP-516)."""
@@ -76,15 +77,6 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_leader_log_end: int = p.UNKNOWN_OFFSET
     last_fetch_ms: int = 0
-
-
-@attrs.frozen
-class IsrChange:
-    """An ISR this leader proposes, against the leader and partition epochs it holds."""
-
-    leader_epoch: int
-    partition_epoch: int
-    isr: tuple[int, ...]
 
 
 @attrs.frozen
