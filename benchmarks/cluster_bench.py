@@ -533,9 +533,13 @@ class ClusterBench:
         since = time.monotonic()
         stop(old)
         deadline = since + 4 * self.session_s + 60
-        controller = leaders = metadata = None
+        controller = metadata = None
+        leaders = None if moving else 0.0
         remaining = set(moving)
-        while time.monotonic() < deadline and (controller is None or remaining):
+        stale: dict[int, list[tuple[str, int]]] = {}
+        # The three are watched together: brokers may learn the new leaders (from the old
+        # controller, in a controlled shutdown) before a new controller is elected.
+        while time.monotonic() < deadline and None in (controller, leaders, metadata):
             if controller is None and self.cluster.controller_id() not in (None, old):
                 controller = time.monotonic() - since
             if remaining:
@@ -543,16 +547,13 @@ class ClusterBench:
                 remaining = {tp for tp, s in states.items() if s["leader"] in (old, -1)}
                 if not remaining:
                     leaders = time.monotonic() - since
+            if metadata is None:
+                for broker in live:
+                    named = metadata_leaders(broker.bootstrap)
+                    stale[broker.broker_id] = sorted(tp for tp in moving if named.get(tp) == old)
+                if not any(stale.values()):
+                    metadata = time.monotonic() - since
             time.sleep(0.05)
-        stale: dict[int, list[tuple[str, int]]] = {}
-        while time.monotonic() < deadline:
-            for broker in live:
-                named = metadata_leaders(broker.bootstrap)
-                stale[broker.broker_id] = sorted(tp for tp in moving if named.get(tp) == old)
-            if not any(stale.values()):
-                metadata = time.monotonic() - since
-                break
-            time.sleep(0.1)
         self.cluster.broker(old).wait_stopped(max(1.0, deadline - time.monotonic()))
         result = Takeover(old, len(moving), controller, leaders, metadata)
         if not result.complete:

@@ -104,6 +104,8 @@ class ControllerChannel:
         self._registered: dict[int, tuple[Endpoint, ...]] = {}
         self._timeout_s = config.get_int("zookeeper.session.timeout.ms") / 1000 + 30
         self.broker_epoch = -1
+        #: Called once the controlled shutdown is over and the registration gone.
+        self.on_deregistered: list[Callable[[], None]] = []
 
     # --- what the node tells it -----------------------------------------------------------
 
@@ -256,6 +258,11 @@ class ControllerChannel:
         finally:
             if self.registration is not None:
                 self.registration.deregister()
+            for callback in self.on_deregistered:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("broker %d: after deregistering, %r failed", broker_id, callback)
 
     def _controlled_shutdown(self, broker_id: int) -> list[TopicPartition]:
         for attempt in range(1, CONTROLLED_SHUTDOWN_ATTEMPTS + 1):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 
 from kazoo.client import KazooClient, KazooState
@@ -37,6 +38,9 @@ from .request_queues import ControllerRequestQueues
 from .zookeeper_store import ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
+
+#: How long a stopping controller waits for its queued requests to reach the brokers.
+DRAIN_ON_STOP_S = 5.0
 
 ControllerListener = Callable[[Controller | None], None]
 
@@ -87,12 +91,17 @@ class ControllerRole:
         watch_brokers(self._zk, self._on_registrations)
 
     def stop(self) -> None:
-        """Gives the role up (if held) and stops campaigning."""
+        """Gives the role up (if held) and stops campaigning; what the controller queued for
+        the brokers (a controlled shutdown's new leaders) is delivered first, briefly."""
         with self._wake:
             self._stopping = True
             self._wake.notify_all()
         self._thread.join(timeout=10)
         self._zk.remove_listener(self._on_state)
+        queues = self._queues
+        deadline = time.monotonic() + DRAIN_ON_STOP_S
+        while queues is not None and not queues.drained() and time.monotonic() < deadline:
+            time.sleep(0.02)
         self._resign("stopping")
 
     # --- kazoo callbacks: record and wake, never call ZooKeeper ----------------------------
