@@ -550,7 +550,9 @@ class ClusterBench:
             if metadata is None:
                 for broker in live:
                     named = metadata_leaders(broker.bootstrap)
-                    stale[broker.broker_id] = sorted(tp for tp in moving if named.get(tp) == old)
+                    stale[broker.broker_id] = sorted(
+                        tp for tp in moving if named.get(tp, -1) in (old, -1)
+                    )
                 if not any(stale.values()):
                     metadata = time.monotonic() - since
             time.sleep(0.05)
