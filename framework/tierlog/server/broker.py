@@ -266,7 +266,7 @@ class Broker:
 
     def alter_isr(self, partition: Partition, change: IsrChange) -> None:
         """Queues an ISR change for the controller (never under the replica's lock)."""
-        if self.alter_partition_manager is None:  # stopping
+        if self.alter_partition_manager is None:  # not started
             partition.complete_isr_change(change, None, -1)
             return
         self.alter_partition_manager.submit(partition, change)
