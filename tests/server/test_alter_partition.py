@@ -5,15 +5,19 @@ answered on its own."""
 
 from __future__ import annotations
 
+import queue
 from pathlib import Path
 
 import pytest
 from tierlog.config import BrokerConfig
 from tierlog.coordination.file_store import FileMetadataStore
-from tierlog.errors import InvalidUpdateVersionError, NotLeaderOrFollowerError
+from tierlog.errors import InvalidUpdateVersionError, NotLeaderOrFollowerError, TierlogError
+from tierlog.log import PartitionLog
 from tierlog.model import TopicPartition
+from tierlog.server.alter_partition_manager import AlterPartitionManager
 from tierlog.server.controller import Controller
-from tierlog.server.image import IsrChange
+from tierlog.server.image import IsrChange, PartitionRegistration
+from tierlog.server.partition import Partition
 from tierlog.server.transport import InProcessTransport
 
 TP = TopicPartition("t", 0)
@@ -112,3 +116,48 @@ def test_a_batch_is_committed_once_and_each_partition_answered_on_its_own(
         assert now.partition_epoch == regs[tp].partition_epoch + 1  # type: ignore[union-attr]
     untouched = controller.image().registration(stale)
     assert untouched == regs[stale]
+
+
+class _FailingOnce:
+    """A controller whose first AlterPartition fails with an unexpected error."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.calls = 0
+
+    def alter_partitions(
+        self, leader_id: int, changes: dict[TopicPartition, IsrChange]
+    ) -> dict[TopicPartition, object]:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("the connection broke in an unexpected way")
+        return self.controller.alter_partitions(leader_id, changes)  # type: ignore[return-value]
+
+
+def test_a_batch_that_fails_unexpectedly_is_refused_not_left_pending(
+    controller: Controller, tmp_path: Path
+) -> None:
+    """Each change of a batch whose sending failed is answered with an error, so its leader
+    proposes it again after the backoff instead of waiting for an answer forever."""
+    reg = controller.image().registration(TP)
+    assert reg is not None
+    plog = PartitionLog.open(tmp_path / "t-0", {})
+    partition = Partition(plog, None, broker_id=reg.leader)
+    answers: queue.Queue[object] = queue.Queue()
+    failing = _FailingOnce(controller)
+    manager = AlterPartitionManager(
+        reg.leader,
+        failing,  # type: ignore[arg-type]
+        lambda _partition, _change, answer: answers.put(answer),
+    )
+    manager.start()
+    try:
+        change = IsrChange(reg.leader_epoch, reg.partition_epoch, (reg.leader,))
+        manager.submit(partition, change)
+        assert isinstance(answers.get(timeout=30), TierlogError)
+        manager.submit(partition, change)
+        again = answers.get(timeout=30)
+        assert isinstance(again, PartitionRegistration) and again.isr == (reg.leader,)
+    finally:
+        manager.stop()
+        plog.close()

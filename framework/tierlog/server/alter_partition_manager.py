@@ -73,13 +73,19 @@ class AlterPartitionManager:
             try:
                 self._send(batch)
             except Exception:
-                log.exception("broker %d: sending ISR changes failed", self.broker_id)
+                log.exception("broker %d: applying answers to ISR changes failed", self.broker_id)
 
     def _send(self, batch: dict[TopicPartition, tuple[Partition, IsrChange]]) -> None:
         changes = {tp: change for tp, (_, change) in batch.items()}
+        refused: TierlogError | None = None
         try:
             answers = self._controller.alter_partitions(self.broker_id, changes)
-        except TierlogError as err:  # no controller answered: every change is refused
-            answers = dict.fromkeys(changes, err)
+        except TierlogError as err:  # no controller answered
+            refused = err
+        except Exception as err:  # anything else must not leave the changes pending forever
+            log.exception("broker %d: sending ISR changes failed", self.broker_id)
+            refused = TierlogError(f"AlterPartition failed: {err}")
+        if refused is not None:  # every change is refused, and proposed again after a backoff
+            answers = dict.fromkeys(changes, refused)
         for tp, (partition, change) in batch.items():
             self._on_answer(partition, change, answers[tp])
