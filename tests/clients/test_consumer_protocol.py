@@ -116,13 +116,26 @@ def run(members: list[Member], until: Any, what: Any, timeout: float = 60.0) -> 
         for member in members:
             if not member.closed:
                 member.poll()
-        held = [
-            (tp.topic, tp.partition)
-            for member in members
-            if not member.closed
-            for tp in member.consumer.assignment()
-        ]
-        assert len(held) == len(set(held)), f"a partition held twice: {sorted(held)}"
+        twice = held_twice([m for m in members if not m.closed])
+        assert not twice, f"a partition held twice: {sorted(twice)}"
+
+
+def held_twice(members: list[Member]) -> set[tuple[str, int]]:
+    """Partitions two members hold. Each member's assignment is read at its own moment, so a
+    partition that moved between two reads (its owner gave it up, then the next one got it)
+    is in both; only one that both still hold when read again, in the reverse order, counts."""
+
+    def read(order: list[Member]) -> set[tuple[str, int]]:
+        seen: set[tuple[str, int]] = set()
+        twice: set[tuple[str, int]] = set()
+        for member in order:
+            for tp in member.consumer.assignment():
+                key = (tp.topic, tp.partition)
+                (twice if key in seen else seen).add(key)
+        return twice
+
+    first = read(members)
+    return first & read(members[::-1]) if first else first
 
 
 def split_evenly(members: list[Member]) -> bool:
