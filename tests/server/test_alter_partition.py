@@ -69,16 +69,8 @@ def test_another_change_from_a_stale_partition_epoch_is_still_refused(
 
 
 def test_a_batch_is_committed_once_and_each_partition_answered_on_its_own(
-    tmp_path: Path,
+    controller: Controller,
 ) -> None:
-    controller = Controller(
-        BrokerConfig.from_mapping({}),
-        FileMetadataStore(tmp_path / "controller"),
-        InProcessTransport(),
-        (0, 1, 2),
-    )
-    for broker_id in (0, 1, 2):
-        controller.register_broker(broker_id)
     controller.create_topic("many", 6, 3)
     images: list[object] = []
     controller.subscribe(images.append)
