@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 from tierlog import hookimpl
+from tierlog.client import Admin, AlterConfig, ConfigResource
 from tierlog.cluster import EmbeddedCluster
 from tierlog.errors import RemoteStorageNotReadyError
 from tierlog.model import RemoteLogSegmentState
@@ -154,6 +155,17 @@ class Tiered:
                 topic, partition, batch(records, tag=f"b{n}", value_size=100)
             )
             assert response.error_code == p.NONE
+
+    def alter(self, topic: str, **configs: str) -> None:
+        """Sets topic configs given by their Python names (`retention_ms` for retention.ms)."""
+        with Admin(self.cluster.transport) as admin:
+            admin.alter_configs(
+                {
+                    ConfigResource.topic(topic): [
+                        AlterConfig(k.replace("_", "."), v) for k, v in configs.items()
+                    ]
+                }
+            )
 
     def remote_objects(self) -> list[Path]:
         return [f for f in self.remote.rglob("*") if f.is_file()]

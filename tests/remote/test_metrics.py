@@ -60,8 +60,10 @@ def test_copy_lag_is_reported_while_the_first_upload_is_still_running(
 ) -> None:
     tiered = make_tiered(1)
     tiered.history.copy_delay = 120.0  # every upload waits until the test releases them
-    tiered.client.create("t", segment_bytes="4096", remote_storage_enable="true")
+    tiered.client.create("t", segment_bytes="4096")
     tiered.fill("t", 12)
+    # tiering starts once the backlog is complete, so the first run sees every rolled segment
+    tiered.alter("t", remote_storage_enable="true")
     registry = tiered.cluster.broker(0).plugin_host.metrics  # type: ignore[union-attr]
 
     def lag(name: str) -> object:
