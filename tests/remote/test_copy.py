@@ -5,10 +5,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from tierlog.client import Admin, AlterConfig, ConfigResource, Consumer
-from tierlog.model import RemoteLogSegmentState, TopicPartition
+from tierlog.model import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    TopicPartition,
+)
+from tierlog.remote.copy_slot import CopySlot, HandBack
 
 from tests.server.conftest import batch
 from tests.waiting import wait_until
@@ -149,3 +157,87 @@ def test_an_aged_active_segment_is_rolled_and_offloaded(
 
     wait_until(offloaded, "the first segment rolled by age and tiered")
     assert tiered.history.of("copy")[0].start_offset == 0
+
+
+def _job_upload(tiered: Tiered, segment: Any) -> RemoteLogSegmentMetadata:
+    """Uploads ``segment`` as a tiering job in another process does: COPY_SEGMENT_STARTED, then
+    the data; the caller publishes COPY_SEGMENT_FINISHED."""
+    broker = tiered.broker_for("t")
+    host = broker.plugin_host
+    replica = broker.partition(TopicPartition("t", 0))
+    assert host is not None and replica is not None and replica.topic_id is not None
+    tip = TopicIdPartition(replica.topic_id, replica.topic_partition)
+    started = RemoteLogSegmentMetadata(
+        remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
+        start_offset=segment.base_offset,
+        end_offset=segment.end_offset,
+        max_timestamp_ms=segment.max_timestamp,
+        broker_id=broker.broker_id,
+        event_timestamp_ms=time.time_ns() // 1_000_000,
+        segment_size_in_bytes=segment.size_in_bytes,
+        segment_leader_epochs=[(e.epoch, e.start_offset) for e in segment.leader_epochs],
+        txn_idx_empty=segment.txn_index_path is None,
+    )
+    host.metadata.add_remote_log_segment_metadata(started)
+    host.storage.copy_log_segment_data(started, segment.to_log_segment_data())
+    return started
+
+
+def _finish(tiered: Tiered, started: RemoteLogSegmentMetadata) -> None:
+    host = tiered.broker_for("t").plugin_host
+    assert host is not None
+    update = started.update_to(
+        RemoteLogSegmentState.COPY_SEGMENT_FINISHED, started.broker_id, time.time_ns() // 1_000_000
+    )
+    host.metadata.update_remote_log_segment_metadata(update)
+
+
+def test_after_a_job_held_the_slot_copying_waits_until_the_metadata_shows_its_uploads(
+    make_tiered: Callable[..., Tiered], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hand-back note of a job that gave the slot back while its last FINISHED was still
+    on its way: the copy task copies nothing until its metadata shows that segment, then goes
+    on after it, so no range is tiered twice."""
+    caplog.set_level(logging.INFO, logger="tierlog.remote.manager")
+    tiered = make_tiered(1)
+    tiered.client.create("t", segment_bytes=SEGMENT, remote_storage_enable="true")
+    tiered.fill("t", 12)
+    plog = tiered.log("t")
+    rolled = rolled_segments(tiered, "t")
+    wait_until(lambda: len(tiered.finished("t")) == rolled, "the first segments tiered")
+    tiered_before = plog.highest_offset_in_remote_storage
+
+    # the job's hold (once the copy task's run lets it go): the copy task skips meanwhile
+    slot = CopySlot.acquire(plog.directory, 30)
+    assert slot is not None
+    with slot:
+        tiered.fill("t", 24)
+        first, second, *rest = plog.segments_eligible_for_upload()
+        assert rest, "the broker has segments of its own left to tier"
+        assert first.base_offset == tiered_before + 1
+        _finish(tiered, _job_upload(tiered, first))
+        in_flight = _job_upload(tiered, second)
+        HandBack(plog.leader_epoch_cache.latest_epoch, first.end_offset, second.end_offset).write(
+            plog.directory
+        )
+    uploads = len(tiered.history.of("copy"))
+    waiting = f"metadata to show offset {second.end_offset} tiered by a job (it shows "
+    wait_until(lambda: waiting in caplog.text, "the copy task to wait for the job's FINISHED")
+    wait_until(lambda: caplog.text.count(waiting) >= 3, "the copy task to try again")
+    assert len(tiered.history.of("copy")) == uploads, "nothing copied while the metadata lags"
+    assert plog.highest_offset_in_remote_storage == tiered_before
+
+    _finish(tiered, in_flight)  # the job's last event reaches the broker's metadata
+    end = plog.segments()[-1].base_offset
+    wait_until(
+        lambda: (f := tiered.finished("t")) and f[-1].end_offset == end - 1,
+        "the broker to tier its own segments after the job's",
+    )
+    finished = tiered.finished("t")
+    covered = [o for s in finished for o in range(s.start_offset, s.end_offset + 1)]
+    assert covered == list(range(end)), "no offset tiered twice, none left out"
+    ids = {s.start_offset: s.remote_log_segment_id for s in finished}
+    assert ids[first.base_offset] != ids[second.base_offset]
+    assert in_flight.remote_log_segment_id == ids[second.base_offset]
+    assert len(tiered.history.of("copy")) == uploads + len(rest)
+    assert HandBack.read(plog.directory) is None, "the note is cleared once taken back"
