@@ -186,6 +186,7 @@ def test_follower_leader_and_controller_crash_in_turn_and_a_zookeeper_node_dies(
     assert left == 0, f"{left} records never acknowledged"
     assert not producer.failures, producer.failures[:5]
     acks = producer.acked()
+    print(f"{sum(a.offset is None for a in acks)} of {len(acks)} records acknowledged implicitly")
 
     # The group keeps consuming and committing through every crash, and catches up.
     try:

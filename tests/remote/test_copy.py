@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tierlog.client import Admin, AlterConfig, ConfigResource, Consumer
+from tierlog.client import Consumer
 from tierlog.model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -111,15 +111,7 @@ def test_segments_without_producer_snapshots_are_tiered_with_empty_ones(
         snapshot.unlink()  # as if the data predated snapshots at every roll
     tiered.cluster.start_broker(0)
     caplog.set_level(logging.WARNING, logger="tierlog.remote.copy")
-    with Admin(tiered.cluster.transport) as admin:
-        admin.alter_configs(
-            {
-                ConfigResource.topic("old"): [
-                    AlterConfig("remote.storage.enable", "true"),
-                    AlterConfig("local.retention.bytes", "1"),
-                ]
-            }
-        )
+    tiered.alter("old", remote_storage_enable="true", local_retention_bytes="1")
     wait_until(lambda: len(tiered.finished("old")) == rolled, "every old segment tiered")
     warnings = [r for r in caplog.records if "no producer snapshot" in r.getMessage()]
     assert len(warnings) == rolled

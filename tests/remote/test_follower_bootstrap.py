@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tierlog.client import Admin, AlterConfig, ConfigResource
 from tierlog.model import IndexType, TopicPartition
 
 from tests.server.conftest import batch
@@ -125,15 +124,7 @@ def test_an_empty_remote_producer_snapshot_is_a_valid_start(
         snapshot.unlink()  # as if the data predated snapshots at every roll
     tiered.cluster.start_broker(leader)
     wait_until(lambda: tiered.client.leader("old") == leader, "the old leader back")
-    with Admin(tiered.cluster.transport) as admin:
-        admin.alter_configs(
-            {
-                ConfigResource.topic("old"): [
-                    AlterConfig("remote.storage.enable", "true"),
-                    AlterConfig("local.retention.bytes", "1"),
-                ]
-            }
-        )
+    tiered.alter("old", remote_storage_enable="true", local_retention_bytes="1")
     tier_until_local_start_moves(tiered, "old")
     wipe(tiered, follower, "old")
 
