@@ -49,7 +49,7 @@ from tierlog.model import (
     RemoteLogSegmentState,
     TopicIdPartition,
 )
-from tierlog.remote.copy import candidates, find_highest_remote_offset, now_ms
+from tierlog.remote.copy import candidates, find_highest_remote_offset, now_ms, started_metadata
 
 from .attached import AttachedBroker, AttachedPartition, SlotUnavailableError
 
@@ -262,21 +262,7 @@ def _start_each(
                 plog.topic_partition,
                 segment.base_offset,
             )
-        epochs = [(e.epoch, e.start_offset) for e in segment.leader_epochs]
-        if not epochs:
-            epoch = plog.leader_epoch_cache.epoch_for_offset(segment.base_offset)
-            epochs = [(0 if epoch is None else epoch, segment.base_offset)]
-        started = RemoteLogSegmentMetadata(
-            remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
-            start_offset=segment.base_offset,
-            end_offset=segment.end_offset,
-            max_timestamp_ms=segment.max_timestamp,
-            broker_id=rlm.broker_id,
-            event_timestamp_ms=now_ms(),
-            segment_size_in_bytes=segment.size_in_bytes,
-            segment_leader_epochs=epochs,
-            txn_idx_empty=segment.txn_index_path is None,
-        )
+        started = started_metadata(tip, segment, rlm.broker_id, plog.leader_epoch_cache)
         data = segment.to_log_segment_data(snapshot)
         rlm.copy_quota.acquire(segment.size_in_bytes, rlm.stop_event)
         rlm.segments_being_copied.add(started.remote_log_segment_id)

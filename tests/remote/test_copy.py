@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from tierlog.client import Consumer
 from tierlog.model import (
-    RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
     RemoteLogSegmentState,
     TopicIdPartition,
     TopicPartition,
 )
+from tierlog.remote.copy import now_ms, started_metadata
 from tierlog.remote.copy_slot import CopySlot, HandBack
 
 from tests.server.conftest import batch
@@ -159,17 +159,7 @@ def _job_upload(tiered: Tiered, segment: Any) -> RemoteLogSegmentMetadata:
     replica = broker.partition(TopicPartition("t", 0))
     assert host is not None and replica is not None and replica.topic_id is not None
     tip = TopicIdPartition(replica.topic_id, replica.topic_partition)
-    started = RemoteLogSegmentMetadata(
-        remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
-        start_offset=segment.base_offset,
-        end_offset=segment.end_offset,
-        max_timestamp_ms=segment.max_timestamp,
-        broker_id=broker.broker_id,
-        event_timestamp_ms=time.time_ns() // 1_000_000,
-        segment_size_in_bytes=segment.size_in_bytes,
-        segment_leader_epochs=[(e.epoch, e.start_offset) for e in segment.leader_epochs],
-        txn_idx_empty=segment.txn_index_path is None,
-    )
+    started = started_metadata(tip, segment, broker.broker_id, replica.log.leader_epoch_cache)
     host.metadata.add_remote_log_segment_metadata(started)
     host.storage.copy_log_segment_data(started, segment.to_log_segment_data())
     return started
@@ -179,7 +169,7 @@ def _finish(tiered: Tiered, started: RemoteLogSegmentMetadata) -> None:
     host = tiered.broker_for("t").plugin_host
     assert host is not None
     update = started.update_to(
-        RemoteLogSegmentState.COPY_SEGMENT_FINISHED, started.broker_id, time.time_ns() // 1_000_000
+        RemoteLogSegmentState.COPY_SEGMENT_FINISHED, started.broker_id, now_ms()
     )
     host.metadata.update_remote_log_segment_metadata(update)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CustomMetadataSizeLimitExceededError, RetriableRemoteStorageError
-from ..log import PartitionLog, UploadableSegment, write_empty_snapshot
+from ..log import LeaderEpochCache, PartitionLog, UploadableSegment, write_empty_snapshot
 from ..model import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -97,12 +97,32 @@ def copy_log_segments(rlm: RemoteLogManager, task: PartitionTasks) -> int:
     return copied
 
 
-def _epochs(plog: PartitionLog, segment: UploadableSegment) -> list[tuple[int, int]]:
+def started_metadata(
+    tip: TopicIdPartition,
+    segment: UploadableSegment,
+    broker_id: int,
+    epoch_cache: LeaderEpochCache,
+) -> RemoteLogSegmentMetadata:
+    """COPY_SEGMENT_STARTED for an upload of ``segment`` by ``broker_id``, under a new id.
+
+    A segment with no epochs of its own (written before leader epochs) takes the epoch its
+    log's cache gives its base offset, so every remote segment names a lineage.
+    """
     epochs = [(e.epoch, e.start_offset) for e in segment.leader_epochs]
-    if epochs:
-        return epochs
-    epoch = plog.leader_epoch_cache.epoch_for_offset(segment.base_offset)
-    return [(0 if epoch is None else epoch, segment.base_offset)]
+    if not epochs:
+        epoch = epoch_cache.epoch_for_offset(segment.base_offset)
+        epochs = [(0 if epoch is None else epoch, segment.base_offset)]
+    return RemoteLogSegmentMetadata(
+        remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
+        start_offset=segment.base_offset,
+        end_offset=segment.end_offset,
+        max_timestamp_ms=segment.max_timestamp,
+        broker_id=broker_id,
+        event_timestamp_ms=now_ms(),
+        segment_size_in_bytes=segment.size_in_bytes,
+        segment_leader_epochs=epochs,
+        txn_idx_empty=segment.txn_index_path is None,
+    )
 
 
 def copy_segment(
@@ -131,17 +151,7 @@ def copy_segment(
         rlm.metrics.meter(m.EMPTY_SNAPSHOTS, tp).mark()
     try:
         data = segment.to_log_segment_data(snapshot)
-        started = RemoteLogSegmentMetadata(
-            remote_log_segment_id=RemoteLogSegmentId.generate_new(tip),
-            start_offset=segment.base_offset,
-            end_offset=segment.end_offset,
-            max_timestamp_ms=segment.max_timestamp,
-            broker_id=rlm.broker_id,
-            event_timestamp_ms=now_ms(),
-            segment_size_in_bytes=segment.size_in_bytes,
-            segment_leader_epochs=_epochs(plog, segment),
-            txn_idx_empty=segment.txn_index_path is None,
-        )
+        started = started_metadata(tip, segment, rlm.broker_id, plog.leader_epoch_cache)
         rlm.copy_quota.acquire(segment.size_in_bytes, rlm.stop_event)
         segment_id = started.remote_log_segment_id
         rlm.segments_being_copied.add(segment_id)
