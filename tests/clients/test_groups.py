@@ -66,6 +66,11 @@ def test_subscribe_commit_and_resume(cluster: EmbeddedCluster, library: str) -> 
     assert sorted(offset for p, offset, _ in resumed.records() if p == 0) == [10, 11, 12]
 
 
+# Three client libraries share this process; one of them (not identified) now and then drops a
+# connection it was still opening without closing its socket, and the garbage collector warns.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+)
 def test_a_mixed_group_rebalances_on_join_leave_and_kill(cluster: EmbeddedCluster) -> None:
     topic, group, partitions = "mixed", "mixed-group", 6
     create_topic(cluster, topic, partitions)
